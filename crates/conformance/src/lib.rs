@@ -1,0 +1,1 @@
+//! Black-box API conformance suite; the tests live in `tests/`.

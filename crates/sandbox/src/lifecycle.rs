@@ -1,0 +1,299 @@
+//! Control-plane loops that the API server itself (or kube-controller-manager) runs and that
+//! clients rely on: namespace termination, CRD instance cleanup, and the ownerReference garbage
+//! collector (background, foreground and orphan propagation).
+//!
+//! They run after writes, in the server process: a scan under the read lock finds work, and only
+//! then the write lock is taken, so a busy store with nothing to clean up is not slowed down.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::crd::CLEANUP_FINALIZER;
+use crate::meta;
+use crate::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
+use crate::resources::ResourceInfo;
+use crate::store::{State, Store, Stored};
+
+/// Which built-in loops run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loops {
+    pub namespace_lifecycle: bool,
+    pub garbage_collector: bool,
+}
+
+impl Default for Loops {
+    fn default() -> Self {
+        Self { namespace_lifecycle: true, garbage_collector: true }
+    }
+}
+
+/// Runs the loops until `shutdown` turns true.
+pub async fn run(store: Arc<Store>, loops: Loops, mut shutdown: watch::Receiver<bool>) {
+    let mut changes = store.subscribe();
+    loop {
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+        // Let a burst of writes land before scanning once for all of them.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        changes.mark_unchanged();
+        sweep(&store, loops);
+    }
+}
+
+/// One pass over the store; returns whether it changed anything.
+pub fn sweep(store: &Store, loops: Loops) -> bool {
+    let work = find_work(&store.read(), loops);
+    if work.is_empty() {
+        return false;
+    }
+    store.write(|state| do_work(state, &work));
+    true
+}
+
+#[derive(Debug, Default)]
+struct Work {
+    terminating_namespaces: Vec<String>,
+    deleting_crds: Vec<Arc<Stored>>,
+    /// Dependents to delete: every owner is gone.
+    orphaned: Vec<(Arc<str>, Arc<Stored>)>,
+    /// Dependents whose references to gone owners must be dropped (other owners remain).
+    dangling: Vec<(Arc<str>, Arc<Stored>, HashSet<String>)>,
+    /// Owners being deleted in the foreground or with orphaning, with their storage keys.
+    propagating: Vec<(Arc<str>, Arc<Stored>)>,
+}
+
+impl Work {
+    fn is_empty(&self) -> bool {
+        self.terminating_namespaces.is_empty()
+            && self.deleting_crds.is_empty()
+            && self.orphaned.is_empty()
+            && self.dangling.is_empty()
+            && self.propagating.is_empty()
+    }
+}
+
+fn find_work(state: &State, loops: Loops) -> Work {
+    let mut work = Work::default();
+    if loops.namespace_lifecycle {
+        work.terminating_namespaces = state
+            .range("/namespaces", None, None)
+            .filter(|n| meta::is_deleting(&n.value))
+            .map(|n| n.name().to_owned())
+            .collect();
+    }
+    work.deleting_crds = state
+        .range("apiextensions.k8s.io/customresourcedefinitions", None, None)
+        .filter(|c| meta::is_deleting(&c.value))
+        .cloned()
+        .collect();
+    if loops.garbage_collector {
+        find_gc_work(state, &mut work);
+    }
+    work
+}
+
+fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|o| o.get("uid").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn find_gc_work(state: &State, work: &mut Work) {
+    // uid → namespace of every live object, to tell which owners exist.
+    let mut alive: HashMap<String, String> = HashMap::new();
+    let mut with_owners = Vec::new();
+    for key in state.storage_keys() {
+        for obj in state.range(&key, None, None) {
+            alive.insert(meta::meta_str(&obj.value, "uid").to_owned(), obj.namespace().to_owned());
+            if obj.value.pointer("/metadata/ownerReferences").is_some() {
+                with_owners.push((key.clone(), obj.clone()));
+            }
+            let finalizers = meta::finalizers(&obj.value);
+            if meta::is_deleting(&obj.value) && finalizers.iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER) {
+                work.propagating.push((key.clone(), obj.clone()));
+            }
+        }
+    }
+    for (key, obj) in with_owners {
+        let owners = owner_uids(&obj.value);
+        // A namespaced owner only counts in the dependent's own namespace.
+        let gone: HashSet<String> = owners
+            .iter()
+            .filter(|uid| alive.get(*uid).is_none_or(|ns| !ns.is_empty() && ns != obj.namespace()))
+            .cloned()
+            .collect();
+        if gone.is_empty() {
+            continue;
+        }
+        if gone.len() == owners.len() {
+            if !meta::is_deleting(&obj.value) {
+                work.orphaned.push((key, obj));
+            }
+        } else {
+            work.dangling.push((key, obj, gone));
+        }
+    }
+}
+
+/// The served resource to act through for a storage key (its storage version).
+fn info_for(state: &State, storage_key: &str) -> Option<Arc<ResourceInfo>> {
+    let infos = state.registry.by_storage_key(storage_key);
+    infos.iter().find(|i| i.api_version() == i.storage_api_version).or(infos.first()).cloned()
+}
+
+fn delete_quietly(state: &mut State, storage_key: &str, obj: &Stored) {
+    if let Some(info) = info_for(state, storage_key) {
+        // NotFound and Conflict just mean someone else got there first.
+        let _ = ops::delete(state, &info, obj.namespace(), obj.name(), &DeleteOptions::default());
+    }
+}
+
+fn do_work(state: &mut State, work: &Work) {
+    for ns in &work.terminating_namespaces {
+        terminate_namespace(state, ns);
+    }
+    for crd in &work.deleting_crds {
+        clean_up_crd(state, crd);
+    }
+    for (key, obj) in &work.orphaned {
+        delete_quietly(state, key, obj);
+    }
+    for (key, obj, gone) in &work.dangling {
+        drop_owner_refs(state, key, obj, gone);
+    }
+    for (key, owner) in &work.propagating {
+        propagate(state, key, owner);
+    }
+}
+
+fn namespaced_keys(state: &State) -> Vec<Arc<str>> {
+    state
+        .storage_keys()
+        .into_iter()
+        .filter(|k| info_for(state, k).is_some_and(|i| i.namespaced))
+        .collect()
+}
+
+fn terminate_namespace(state: &mut State, ns: &str) {
+    let mut remaining = 0;
+    for key in namespaced_keys(state) {
+        let objects: Vec<Arc<Stored>> = state.range(&key, Some(ns), None).cloned().collect();
+        remaining += objects.len();
+        for obj in objects.iter().filter(|o| !meta::is_deleting(&o.value)) {
+            delete_quietly(state, &key, obj);
+        }
+    }
+    if remaining > 0 {
+        return;
+    }
+    let Some(namespace) = state.get("/namespaces", "", ns) else { return };
+    let mut obj = namespace.value.clone();
+    if let Some(Value::Object(spec)) = obj.get_mut("spec") {
+        spec.remove("finalizers");
+    }
+    if meta::finalizers(&obj).is_empty() {
+        state.remove("/namespaces", "", ns);
+    } else if obj != namespace.value {
+        state.put("/namespaces", obj);
+    }
+}
+
+fn clean_up_crd(state: &mut State, crd: &Stored) {
+    let group = crd.value.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
+    let plural = crd.value.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or("");
+    let key = format!("{group}/{plural}");
+    let objects: Vec<Arc<Stored>> = state.range(&key, None, None).cloned().collect();
+    for obj in objects.iter().filter(|o| !meta::is_deleting(&o.value)) {
+        delete_quietly(state, &key, obj);
+    }
+    if !objects.is_empty() {
+        if let Some(updated) = ops::sync_crd(state, &crd.value) {
+            let _ = updated;
+        }
+        return;
+    }
+    let Some(live) = state.get("apiextensions.k8s.io/customresourcedefinitions", "", crd.name()) else { return };
+    let rest: Vec<String> = meta::finalizers(&live.value).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
+    if rest.is_empty() {
+        state.remove("apiextensions.k8s.io/customresourcedefinitions", "", crd.name());
+        state.registry.set_crd_resources(crd.name(), Vec::new());
+    } else if rest.len() != meta::finalizers(&live.value).len() {
+        let mut obj = live.value.clone();
+        meta::set_meta(&mut obj, "finalizers", json!(rest));
+        state.put("apiextensions.k8s.io/customresourcedefinitions", obj);
+    }
+}
+
+fn drop_owner_refs(state: &mut State, key: &str, obj: &Stored, gone: &HashSet<String>) {
+    let Some(live) = state.get(key, obj.namespace(), obj.name()) else { return };
+    let mut value = live.value.clone();
+    if let Some(Value::Array(refs)) = value.pointer_mut("/metadata/ownerReferences") {
+        refs.retain(|r| r.get("uid").and_then(Value::as_str).is_none_or(|u| !gone.contains(u)));
+    }
+    if value != live.value {
+        state.put(key, value);
+    }
+}
+
+/// Dependents of an owner: objects whose ownerReferences name its uid.
+fn dependents_of(state: &State, owner: &Stored) -> Vec<(Arc<str>, Arc<Stored>)> {
+    let uid = meta::meta_str(&owner.value, "uid");
+    let ns = owner.namespace();
+    let mut out = Vec::new();
+    for key in state.storage_keys() {
+        let scope = if ns.is_empty() { None } else { Some(ns) };
+        for obj in state.range(&key, scope, None) {
+            if owner_uids(&obj.value).iter().any(|u| u == uid) {
+                out.push((key.clone(), obj.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Foreground: delete dependents, then release the owner. Orphan: detach dependents, then release.
+fn propagate(state: &mut State, key: &str, owner: &Stored) {
+    let Some(live) = state.get(key, owner.namespace(), owner.name()) else { return };
+    let finalizers = meta::finalizers(&live.value);
+    let uid = meta::meta_str(&live.value, "uid").to_owned();
+    let dependents = dependents_of(state, &live);
+    let mut release = Vec::new();
+    if finalizers.iter().any(|f| f == ORPHAN_FINALIZER) {
+        let only_this: HashSet<String> = [uid.clone()].into_iter().collect();
+        for (dkey, dep) in &dependents {
+            drop_owner_refs(state, dkey, dep, &only_this);
+        }
+        release.push(ORPHAN_FINALIZER);
+    }
+    if finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
+        for (dkey, dep) in dependents.iter().filter(|(_, d)| !meta::is_deleting(&d.value)) {
+            delete_quietly(state, dkey, dep);
+        }
+        if dependents_of(state, &live).is_empty() {
+            release.push(FOREGROUND_FINALIZER);
+        }
+    }
+    if release.is_empty() {
+        return;
+    }
+    let Some(live) = state.get(key, owner.namespace(), owner.name()) else { return };
+    let rest: Vec<String> = meta::finalizers(&live.value).into_iter().filter(|f| !release.contains(&f.as_str())).collect();
+    let mut value = live.value.clone();
+    meta::set_meta(&mut value, "finalizers", if rest.is_empty() { Value::Null } else { json!(rest) });
+    if rest.is_empty() && meta::is_deleting(&value) {
+        state.put(key, value);
+        state.remove(key, owner.namespace(), owner.name());
+    } else {
+        state.put(key, value);
+    }
+}

@@ -1,0 +1,47 @@
+//! `vigil`: the operator binary. Subcommands: `run` (the operator), `sandbox` (an embedded API
+//! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
+
+mod bench;
+mod sandbox;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "vigil", version, about = "Vigil: a Kubernetes operator for platform teams")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the operator against the cluster of the current kubeconfig.
+    Run,
+    /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
+    Sandbox(sandbox::SandboxArgs),
+    /// Print the CRDs, RBAC and Deployment that install Vigil.
+    Manifests,
+    /// Run a benchmark and print its figures.
+    #[command(subcommand)]
+    Bench(bench::Bench),
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        match cli.command {
+            Command::Run => anyhow::bail!("`vigil run` is not available yet: the operator runtime lands with a later issue"),
+            Command::Manifests => anyhow::bail!("`vigil manifests` is not available yet: manifests land with the first controller"),
+            Command::Sandbox(args) => sandbox::run(args).await,
+            Command::Bench(bench) => bench::run(bench).await,
+        }
+    })
+}
