@@ -169,6 +169,7 @@ pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
                 delete_returns_object: true,
                 field_selectors: &[],
                 create_on_update: false,
+                tracks_generation: true,
                 storage_api_version: format!("{group}/{storage_version}"),
                 crd: Some(CrdVersion {
                     crd_name: meta::name(crd).to_owned(),

@@ -16,7 +16,7 @@ use crate::crd::CLEANUP_FINALIZER;
 use crate::meta;
 use crate::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use crate::resources::ResourceInfo;
-use crate::store::{State, Store, Stored};
+use crate::store::{Event, EventType, State, Store, Stored};
 
 /// Which built-in loops run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,21 +34,55 @@ impl Default for Loops {
 /// Runs the loops until `shutdown` turns true.
 pub async fn run(store: Arc<Store>, loops: Loops, mut shutdown: watch::Receiver<bool>) {
     let mut changes = store.subscribe();
+    // The first pass sees the log from the start: the seeded namespaces get their defaults.
+    let mut cursor = 0;
     loop {
+        changes.mark_unchanged();
+        let (triggers, next) = {
+            let state = store.read();
+            (Triggers::from_events(state.all_events_after(cursor).ok().as_deref()), state.rv())
+        };
+        cursor = next;
+        sweep(&store, loops, &triggers);
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return },
             _ = shutdown.changed() => return,
         }
         // Let a burst of writes land before scanning once for all of them.
         tokio::time::sleep(Duration::from_millis(5)).await;
-        changes.mark_unchanged();
-        sweep(&store, loops);
+    }
+}
+
+/// What the events since the last pass call for.
+#[derive(Debug, Default)]
+pub struct Triggers {
+    /// Something happened that the garbage collector must look at.
+    gc: bool,
+    /// Namespaces created since the last pass.
+    new_namespaces: Vec<String>,
+}
+
+impl Triggers {
+    /// `None` means the log no longer reaches back: assume everything.
+    fn from_events(events: Option<&[Event]>) -> Self {
+        let Some(events) = events else { return Self { gc: true, new_namespaces: Vec::new() } };
+        let gc = events.iter().any(|e| {
+            e.kind == EventType::Deleted
+                || e.object.value.pointer("/metadata/ownerReferences").is_some()
+                || meta::finalizers(&e.object.value).iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+        });
+        let new_namespaces = events
+            .iter()
+            .filter(|e| e.kind == EventType::Added && &*e.storage_key == "/namespaces")
+            .map(|e| e.object.name().to_owned())
+            .collect();
+        Self { gc, new_namespaces }
     }
 }
 
 /// One pass over the store; returns whether it changed anything.
-pub fn sweep(store: &Store, loops: Loops) -> bool {
-    let work = find_work(&store.read(), loops);
+pub fn sweep(store: &Store, loops: Loops, triggers: &Triggers) -> bool {
+    let work = find_work(&store.read(), loops, triggers);
     if work.is_empty() {
         return false;
     }
@@ -58,6 +92,8 @@ pub fn sweep(store: &Store, loops: Loops) -> bool {
 
 #[derive(Debug, Default)]
 struct Work {
+    /// New namespaces to give their `default` ServiceAccount and root CA ConfigMap.
+    new_namespaces: Vec<String>,
     terminating_namespaces: Vec<String>,
     deleting_crds: Vec<Arc<Stored>>,
     /// Dependents to delete: every owner is gone.
@@ -70,7 +106,8 @@ struct Work {
 
 impl Work {
     fn is_empty(&self) -> bool {
-        self.terminating_namespaces.is_empty()
+        self.new_namespaces.is_empty()
+            && self.terminating_namespaces.is_empty()
             && self.deleting_crds.is_empty()
             && self.orphaned.is_empty()
             && self.dangling.is_empty()
@@ -78,9 +115,18 @@ impl Work {
     }
 }
 
-fn find_work(state: &State, loops: Loops) -> Work {
+fn find_work(state: &State, loops: Loops, triggers: &Triggers) -> Work {
     let mut work = Work::default();
     if loops.namespace_lifecycle {
+        work.new_namespaces = triggers
+            .new_namespaces
+            .iter()
+            .filter(|ns| state.get("/namespaces", "", ns).is_some_and(|n| !meta::is_deleting(&n.value)))
+            .filter(|ns| {
+                state.get("/serviceaccounts", ns, "default").is_none() || state.get("/configmaps", ns, ROOT_CA_CONFIGMAP).is_none()
+            })
+            .cloned()
+            .collect();
         work.terminating_namespaces = state
             .range("/namespaces", None, None)
             .filter(|n| meta::is_deleting(&n.value))
@@ -92,7 +138,7 @@ fn find_work(state: &State, loops: Loops) -> Work {
         .filter(|c| meta::is_deleting(&c.value))
         .cloned()
         .collect();
-    if loops.garbage_collector {
+    if loops.garbage_collector && triggers.gc {
         find_gc_work(state, &mut work);
     }
     work
@@ -159,6 +205,9 @@ fn delete_quietly(state: &mut State, storage_key: &str, obj: &Stored) {
 }
 
 fn do_work(state: &mut State, work: &Work) {
+    for ns in &work.new_namespaces {
+        populate_namespace(state, ns);
+    }
     for ns in &work.terminating_namespaces {
         terminate_namespace(state, ns);
     }
@@ -175,6 +224,32 @@ fn do_work(state: &mut State, work: &Work) {
         propagate(state, key, owner);
     }
 }
+
+/// The ConfigMap holding the cluster's CA bundle, published into every namespace.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+/// What kube-controller-manager puts in every new namespace: a `default` ServiceAccount and the
+/// root CA ConfigMap. Clients see them on real clusters, so tests must see them here too.
+fn populate_namespace(state: &mut State, ns: &str) {
+    let opts = ops::WriteOptions { field_manager: "kube-controller-manager".into(), ..Default::default() };
+    let objects = [
+        ("serviceaccounts", json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}})),
+        (
+            "configmaps",
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns},
+                   "data": {"ca.crt": SANDBOX_CA_PEM}}),
+        ),
+    ];
+    for (resource, body) in objects {
+        if let Some(info) = state.registry.get("", "v1", resource) {
+            // AlreadyExists just means it was made before.
+            let _ = ops::create(state, &info, ns, body, &opts);
+        }
+    }
+}
+
+/// A placeholder CA bundle: the sandbox serves plain HTTP, so no client verifies it.
+const SANDBOX_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nvigil-sandbox serves plain HTTP on loopback; no CA is used\n-----END CERTIFICATE-----\n";
 
 fn namespaced_keys(state: &State) -> Vec<Arc<str>> {
     state
@@ -216,13 +291,12 @@ fn clean_up_crd(state: &mut State, crd: &Stored) {
     for obj in objects.iter().filter(|o| !meta::is_deleting(&o.value)) {
         delete_quietly(state, &key, obj);
     }
+    let Some(live) = state.get("apiextensions.k8s.io/customresourcedefinitions", "", crd.name()) else { return };
     if !objects.is_empty() {
-        if let Some(updated) = ops::sync_crd(state, &crd.value) {
-            let _ = updated;
-        }
+        // Report the Terminating condition while instances remain.
+        ops::sync_crd(state, &live.value);
         return;
     }
-    let Some(live) = state.get("apiextensions.k8s.io/customresourcedefinitions", "", crd.name()) else { return };
     let rest: Vec<String> = meta::finalizers(&live.value).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
     if rest.is_empty() {
         state.remove("apiextensions.k8s.io/customresourcedefinitions", "", crd.name());

@@ -273,7 +273,9 @@ fn create_tracked(
     let now = meta::now_rfc3339();
     meta::set_meta(&mut obj, "uid", json!(meta::new_uid()));
     meta::set_meta(&mut obj, "creationTimestamp", json!(now));
-    meta::set_meta(&mut obj, "generation", json!(1));
+    if info.tracks_generation {
+        meta::set_meta(&mut obj, "generation", json!(1));
+    }
     match (tracking, applied_fields) {
         (Tracking::Applied, Some(fields)) => meta::set_meta(&mut obj, "managedFields", fields),
         _ => apply::record_update(None, &mut obj, &opts.field_manager, &info.api_version(), &now, None),
@@ -384,7 +386,9 @@ fn update_tracked(
     } else {
         old_generation
     };
-    meta::set_meta(&mut new, "generation", json!(generation));
+    if info.tracks_generation {
+        meta::set_meta(&mut new, "generation", json!(generation));
+    }
     if !differs(&new, &old.value) {
         return Ok(Written { object: old, warnings, created: false });
     }

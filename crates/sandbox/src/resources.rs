@@ -66,6 +66,8 @@ pub struct ResourceInfo {
     pub field_selectors: &'static [&'static str],
     /// Whether a PUT of a missing object creates it.
     pub create_on_update: bool,
+    /// Whether `metadata.generation` is maintained (kinds with a spec that controllers observe).
+    pub tracks_generation: bool,
     /// `apiVersion` of stored objects (the storage version).
     pub storage_api_version: String,
     /// Set for custom resources.
@@ -179,6 +181,8 @@ const BUILTINS: &[Builtin] = &[
 
 /// Kinds whose immediate DELETE answers with the deleted object (the others answer with a Success Status).
 const DELETE_RETURNS_OBJECT: &[&str] = &["pods", "services", "namespaces"];
+/// Built-in kinds whose strategy maintains `metadata.generation`.
+const TRACKS_GENERATION: &[&str] = &["deployments", "replicasets", "customresourcedefinitions"];
 /// Kinds where PUT of a missing object creates it.
 const CREATE_ON_UPDATE: &[&str] = &["endpoints", "events", "leases"];
 
@@ -199,6 +203,7 @@ fn builtin_info(b: &Builtin) -> ResourceInfo {
         delete_returns_object: DELETE_RETURNS_OBJECT.contains(&b.resource),
         field_selectors: b.fields,
         create_on_update: CREATE_ON_UPDATE.contains(&b.resource),
+        tracks_generation: TRACKS_GENERATION.contains(&b.resource),
         // Both Event APIs store core/v1 events.
         storage_api_version: if b.storage == "/events" {
             "v1".to_owned()

@@ -1,0 +1,220 @@
+//! The test environment: a `kube::Client` on a fresh in-process sandbox, or on the real cluster
+//! named by `VIGIL_TEST_KUBECONFIG`, plus a namespace of its own that is deleted afterwards.
+//!
+//! ```no_run
+//! # async fn t() -> Result<(), vigil_testenv::TestEnvError> {
+//! let env = vigil_testenv::TestEnv::start().await?;
+//! let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = env.api();
+//! // ... exercise the API in env.namespace() ...
+//! env.cleanup().await;
+//! # Ok(()) }
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use vigil_sandbox::{Sandbox, SandboxConfig};
+
+pub use vigil_sandbox;
+
+/// The environment variable naming a real cluster's kubeconfig.
+pub const KUBECONFIG_ENV: &str = "VIGIL_TEST_KUBECONFIG";
+
+/// Label put on every test namespace, so leftovers can be found and removed.
+pub const TEST_LABEL: &str = "vigil.dev/test";
+
+/// Why the environment could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TestEnvError {
+    #[error("starting the sandbox: {0}")]
+    Sandbox(#[from] vigil_sandbox::SandboxError),
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig { path: String, source: kube::config::KubeconfigError },
+    #[error("building a client: {0}")]
+    Client(#[from] kube::Error),
+    #[error("creating the test namespace: {0}")]
+    Namespace(kube::Error),
+    #[error("writing a kubeconfig file: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// How to start an environment.
+#[derive(Debug, Clone, Default)]
+pub struct TestEnvOptions {
+    /// Settings of the sandbox, when one is started (ignored on a real cluster).
+    pub sandbox: SandboxConfig,
+}
+
+enum Backend {
+    Sandbox(Sandbox),
+    Cluster,
+}
+
+/// A client, a namespace of its own, and (on the sandbox) the server itself.
+pub struct TestEnv {
+    client: Client,
+    namespace: String,
+    backend: Backend,
+    kubeconfig_text: String,
+    kubeconfig_file: Option<PathBuf>,
+    cleaned: bool,
+}
+
+impl std::fmt::Debug for TestEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestEnv").field("namespace", &self.namespace).field("sandbox", &self.is_sandbox()).finish()
+    }
+}
+
+impl TestEnv {
+    /// A fresh sandbox (or the cluster of `VIGIL_TEST_KUBECONFIG`) and a new namespace.
+    pub async fn start() -> Result<Self, TestEnvError> {
+        Self::start_with(TestEnvOptions::default()).await
+    }
+
+    /// Like [`TestEnv::start`], with options.
+    pub async fn start_with(options: TestEnvOptions) -> Result<Self, TestEnvError> {
+        let (backend, kubeconfig_text) = match std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)?;
+                (Backend::Cluster, text)
+            }
+            None => {
+                let sandbox = Sandbox::start(options.sandbox).await?;
+                let text = sandbox.kubeconfig();
+                (Backend::Sandbox(sandbox), text)
+            }
+        };
+        let config = config_from_text(&kubeconfig_text).await?;
+        let client = Client::try_from(config)?;
+        let namespace = create_namespace(&client).await?;
+        Ok(Self { client, namespace, backend, kubeconfig_text, kubeconfig_file: None, cleaned: false })
+    }
+
+    /// A client for the environment.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    /// This test's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// An `Api` for a namespaced kind in this test's namespace.
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as kube::Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Whether this runs on the in-process sandbox (rather than a real cluster).
+    pub fn is_sandbox(&self) -> bool {
+        matches!(self.backend, Backend::Sandbox(_))
+    }
+
+    /// The sandbox, for tests that need its powers (fault injection); None on a real cluster.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        match &self.backend {
+            Backend::Sandbox(s) => Some(s),
+            Backend::Cluster => None,
+        }
+    }
+
+    /// A kubeconfig file for this environment (for kubectl), written on first use.
+    pub fn kubeconfig_path(&mut self) -> Result<&Path, TestEnvError> {
+        if self.kubeconfig_file.is_none() {
+            let path = std::env::temp_dir().join(format!("vigil-{}.kubeconfig", self.namespace));
+            std::fs::write(&path, &self.kubeconfig_text)?;
+            self.kubeconfig_file = Some(path);
+        }
+        Ok(self.kubeconfig_file.as_deref().unwrap_or(Path::new("")))
+    }
+
+    /// Deletes the test namespace (and, on the sandbox, stops the server).
+    pub async fn cleanup(mut self) {
+        self.cleaned = true;
+        delete_namespace(&self.client, &self.namespace).await;
+        self.remove_kubeconfig_file();
+        if let Backend::Sandbox(sandbox) = std::mem::replace(&mut self.backend, Backend::Cluster) {
+            sandbox.shutdown().await;
+        }
+    }
+
+    fn remove_kubeconfig_file(&mut self) {
+        if let Some(path) = self.kubeconfig_file.take() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl Drop for TestEnv {
+    /// A test that panicked never reached `cleanup`: delete its namespace anyway. On the sandbox
+    /// dropping the server is enough; on a real cluster the namespace is deleted from a helper
+    /// thread with its own runtime, since the test's runtime may be shutting down.
+    fn drop(&mut self) {
+        self.remove_kubeconfig_file();
+        if self.cleaned || self.is_sandbox() {
+            return;
+        }
+        let text = self.kubeconfig_text.clone();
+        let namespace = self.namespace.clone();
+        let worker = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            runtime.block_on(async move {
+                if let Ok(client) = config_from_text(&text).await.and_then(|c| Ok(Client::try_from(c)?)) {
+                    delete_namespace(&client, &namespace).await;
+                }
+            });
+        });
+        let _ = worker.join();
+    }
+}
+
+async fn config_from_text(text: &str) -> Result<Config, TestEnvError> {
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|source| TestEnvError::Kubeconfig { path: KUBECONFIG_ENV.into(), source })?;
+    Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|source| TestEnvError::Kubeconfig { path: KUBECONFIG_ENV.into(), source })
+}
+
+/// A random suffix of lowercase letters and digits.
+fn random_suffix(len: usize) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..len).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+}
+
+async fn create_namespace(client: &Client) -> Result<String, TestEnvError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let name = format!("vigil-test-{}", random_suffix(8));
+    let ns: Namespace = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name, "labels": {TEST_LABEL: "true"}}
+    }))
+    .map_err(|e| TestEnvError::Namespace(kube::Error::SerdeError(e)))?;
+    api.create(&PostParams::default(), &ns).await.map_err(TestEnvError::Namespace)?;
+    Ok(name)
+}
+
+async fn delete_namespace(client: &Client, namespace: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if let Err(e) = api.delete(namespace, &DeleteParams::background()).await {
+        tracing::warn!(namespace, error = %e, "could not delete the test namespace");
+    }
+}
+
+/// Skips the rest of a test that needs the sandbox's powers when running on a real cluster.
+#[macro_export]
+macro_rules! require_sandbox {
+    ($env:expr) => {
+        if !$env.is_sandbox() {
+            eprintln!("skipped on a real cluster: this test needs sandbox-only powers");
+            $env.cleanup().await;
+            return;
+        }
+    };
+}
