@@ -5,10 +5,12 @@
 //!
 //! * **Field sets** use the real `fieldsV1` trie: `f:<field>` for map fields, `k:{"<key>":…}` for
 //!   items of lists merged by key, `v:<json>` for items of sets, `"."` when a node is itself
-//!   owned and also has owned children. A set holds leaves (scalars, nulls, empty maps/lists,
-//!   atomic lists) and list items; non-empty maps are never owned themselves, which is what SMD
-//!   does for struct fields. Apply entries therefore look like the real ones; Update entries lack
-//!   the `"."` that upstream adds to maps created by the update.
+//!   owned and also has owned children. A set holds leaves (scalars, nulls, empty maps, atomic
+//!   lists) and list items; non-empty maps are never owned themselves, which is what SMD does for
+//!   struct fields, and empty keyed lists or sets aren't owned either, as in SMD. Apply entries
+//!   therefore look like the real ones; Update entries lack the `"."` that upstream adds to maps
+//!   created by the update, and structs the schema marks atomic (e.g. `spec.selector`) are
+//!   tracked field by field.
 //! * **List semantics** come from [`list_strategy`]: `MergeByKey` lists are associative,
 //!   `MergePrimitives` lists are sets, everything else (including every list of a custom
 //!   resource, since there is no schema) is atomic. A list whose items don't fit its strategy
@@ -31,7 +33,8 @@
 //!
 //! Simplifications (besides the missing schemas): keyed lists use a single key (upstream keys
 //! container ports and Service ports by port *and* protocol); field sets aren't converted between
-//! API versions; Update entries aren't capped at 10 / merged into `ancient-changes`; the caller
+//! API versions; Update entries aren't capped at 10 / merged into `ancient-changes`; malformed
+//! stored entries are skipped one by one (upstream discards the whole list); the caller
 //! must drop fields the endpoint may not change (`status` on the main resource, everything but
 //! `status` on `/status`) from the applied object and reject `metadata.managedFields` in apply
 //! bodies, as the real server's reset strategies and validation do.
@@ -96,8 +99,15 @@ impl Conflict {
 
     /// The owner's identifier as upstream serializes it; conflict messages group by it, sorted.
     fn owner_identifier(&self) -> String {
-        let operation = if self.updated_with.is_some() { "Update" } else { "Apply" };
-        let mut id = format!("{{\"manager\":{},\"operation\":\"{operation}\"", quote(&self.manager));
+        let operation = if self.updated_with.is_some() {
+            "Update"
+        } else {
+            "Apply"
+        };
+        let mut id = format!(
+            "{{\"manager\":{},\"operation\":\"{operation}\"",
+            quote(&self.manager)
+        );
         if let Some(api_version) = self.updated_with.as_deref().filter(|v| !v.is_empty()) {
             id.push_str(&format!(",\"apiVersion\":{}", quote(api_version)));
         }
@@ -116,7 +126,11 @@ impl Conflict {
 /// The applier's field set is the leaves and list items of `applied`, minus the never-owned
 /// fields listed in the module docs; `metadata.labels`/`annotations` entries are owned one by one.
 /// Equal values are shared ownership, not conflicts.
-pub fn server_side_apply(live: Option<&Value>, applied: &Value, req: &ApplyRequest) -> Result<Value, Vec<Conflict>> {
+pub fn server_side_apply(
+    live: Option<&Value>,
+    applied: &Value,
+    req: &ApplyRequest,
+) -> Result<Value, Vec<Conflict>> {
     let walker = Walker { kind: req.kind };
     let live = live.and_then(Value::as_object);
     let mut entries = live.map(read_entries).unwrap_or_default();
@@ -137,7 +151,10 @@ pub fn server_side_apply(live: Option<&Value>, applied: &Value, req: &ApplyReque
         .unwrap_or_default();
     dropped.subtract(&applied_set);
     let mut claimed = applied_set.clone();
-    entries.iter().filter(|e| !e.id.same_owner(&me)).for_each(|e| claimed.union(&e.set));
+    entries
+        .iter()
+        .filter(|e| !e.id.same_owner(&me))
+        .for_each(|e| claimed.union(&e.set));
     prune_map(&mut merged, &dropped, Some(&claimed), &[]);
 
     let empty = Map::new();
@@ -159,7 +176,14 @@ pub fn server_side_apply(live: Option<&Value>, applied: &Value, req: &ApplyReque
 /// Like upstream, a `managedFields` list the client sent in `new` replaces the stored one when it
 /// decodes cleanly, and `[]` (or `[{}]`) resets it; on subresources the stored one always wins.
 /// The kind (for list strategies) is read from `new`.
-pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_version: &str, now: &str, subresource: Option<&str>) {
+pub fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    manager: &str,
+    api_version: &str,
+    now: &str,
+    subresource: Option<&str>,
+) {
     let Some(new) = new.as_object_mut() else {
         return;
     };
@@ -193,11 +217,8 @@ pub fn record_update(old: Option<&Value>, new: &mut Value, manager: &str, api_ve
 /// `api_version` stands in for owner entries that recorded no apiVersion.
 pub fn conflict_message(conflicts: &[Conflict], api_version: &str) -> String {
     if let [only] = conflicts {
-        return format!(
-            "Apply failed with 1 conflict: conflict with {}: {}",
-            only.owner(api_version),
-            only.field
-        );
+        let cause = only.cause_message(api_version);
+        return format!("Apply failed with 1 conflict: {cause}: {}", only.field);
     }
     let mut by_owner: BTreeMap<String, (String, Vec<&str>)> = BTreeMap::new();
     for conflict in conflicts {
@@ -212,7 +233,11 @@ pub fn conflict_message(conflicts: &[Conflict], api_version: &str) -> String {
         lines.push(format!("conflicts with {owner}:"));
         lines.extend(fields.iter().map(|field| format!("- {field}")));
     }
-    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,7 +299,10 @@ impl FieldSet {
                 (!both.is_empty()).then(|| (element.clone(), both))
             })
             .collect();
-        FieldSet { member: self.member && other.member, children }
+        FieldSet {
+            member: self.member && other.member,
+            children,
+        }
     }
 
     /// Member paths in SMD's iteration order: a node's members, then its children's subtrees.
@@ -332,7 +360,9 @@ impl FieldSet {
 }
 
 fn is_path_element(element: &str) -> bool {
-    ["f:", "k:", "v:", "i:"].iter().any(|prefix| element.starts_with(prefix))
+    ["f:", "k:", "v:", "i:"]
+        .iter()
+        .any(|prefix| element.starts_with(prefix))
 }
 
 fn field_element(name: &str) -> String {
@@ -342,7 +372,10 @@ fn field_element(name: &str) -> String {
 /// `k:{"<key>":<value>}` for an item of a list merged by `key`.
 fn key_element(key: &str, item: &Value) -> String {
     let mut fields = Map::new();
-    fields.insert(key.to_owned(), item.get(key).cloned().unwrap_or(Value::Null));
+    fields.insert(
+        key.to_owned(),
+        item.get(key).cloned().unwrap_or(Value::Null),
+    );
     format!("k:{}", Value::Object(fields))
 }
 
@@ -352,7 +385,9 @@ fn value_element(item: &Value) -> String {
 
 /// A path as the server prints it in conflicts: `.spec.containers[name="c"].image`.
 fn display_path(path: &[&str]) -> String {
-    path.iter().map(|element| display_element(element)).collect()
+    path.iter()
+        .map(|element| display_element(element))
+        .collect()
 }
 
 /// `fieldpath.PathElement.String()`.
@@ -361,7 +396,10 @@ fn display_element(element: &str) -> String {
     if let Some(name) = element.strip_prefix("f:") {
         format!(".{name}")
     } else if let Some(Value::Object(keys)) = element.strip_prefix("k:").and_then(parse) {
-        let keys: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={}", display_value(v))).collect();
+        let keys: Vec<String> = keys
+            .iter()
+            .map(|(k, v)| format!("{k}={}", display_value(v)))
+            .collect();
         format!("[{}]", keys.join(","))
     } else if let Some(value) = element.strip_prefix("v:").and_then(parse) {
         format!("[={}]", display_value(&value))
@@ -386,7 +424,7 @@ fn quote(s: &str) -> String {
 
 /// How a value is walked.
 enum Shape<'v> {
-    /// Owned as a whole: scalars, nulls, empty maps and lists, atomic lists.
+    /// Owned as a whole: scalars, nulls, empty maps, atomic lists.
     Leaf,
     Map(&'v Map<String, Value>),
     /// An associative list whose items all carry a unique `key`.
@@ -411,7 +449,7 @@ impl Walker<'_> {
     fn shape<'v>(&self, path: &str, value: &'v Value) -> Shape<'v> {
         match value {
             Value::Object(map) if !map.is_empty() => Shape::Map(map),
-            Value::Array(items) if !items.is_empty() => list_shape(list_strategy(self.kind, path), items),
+            Value::Array(items) => list_shape(list_strategy(self.kind, path), items),
             _ => Shape::Leaf,
         }
     }
@@ -430,7 +468,7 @@ impl Walker<'_> {
             Shape::Map(map) => self.insert_map(path, map, node),
             Shape::Keyed(key, items) => {
                 for item in items {
-                    self.insert_item(path, key, item, node.child(key_element(key, item)));
+                    self.insert_item(path, item, node.child(key_element(key, item)));
                 }
             }
             Shape::Set(items) => {
@@ -448,10 +486,9 @@ impl Walker<'_> {
     }
 
     /// A keyed list item is itself a member, as well as its fields.
-    fn insert_item(&self, list_path: &str, key: &str, item: &Value, node: &mut FieldSet) {
+    fn insert_item(&self, list_path: &str, item: &Value, node: &mut FieldSet) {
         node.member = true;
         if let Some(fields) = item.as_object() {
-            debug_assert!(fields.contains_key(key));
             self.insert_map(&format!("{list_path}[]"), fields, node);
         }
     }
@@ -470,7 +507,14 @@ impl Walker<'_> {
         diff
     }
 
-    fn diff_value(&self, path: &str, old: Option<&Value>, new: Option<&Value>, changed: &mut FieldSet, removed: &mut FieldSet) {
+    fn diff_value(
+        &self,
+        path: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        changed: &mut FieldSet,
+        removed: &mut FieldSet,
+    ) {
         match (old, new) {
             (None, None) => {}
             (None, Some(new)) => self.insert_value(path, new, changed),
@@ -479,10 +523,19 @@ impl Walker<'_> {
         }
     }
 
-    fn diff_present(&self, path: &str, old: &Value, new: &Value, changed: &mut FieldSet, removed: &mut FieldSet) {
+    fn diff_present(
+        &self,
+        path: &str,
+        old: &Value,
+        new: &Value,
+        changed: &mut FieldSet,
+        removed: &mut FieldSet,
+    ) {
         match (self.shape(path, old), self.shape(path, new)) {
             (Shape::Map(a), Shape::Map(b)) => self.diff_maps(path, a, b, changed, removed),
-            (Shape::Keyed(key, a), Shape::Keyed(_, b)) => self.diff_keyed(path, key, a, b, changed, removed),
+            (Shape::Keyed(key, a), Shape::Keyed(_, b)) => {
+                self.diff_keyed(path, key, a, b, changed, removed)
+            }
             (Shape::Set(a), Shape::Set(b)) => diff_sets(a, b, changed, removed),
             (Shape::Leaf, Shape::Leaf) => changed.member |= old != new,
             _ => {
@@ -492,7 +545,14 @@ impl Walker<'_> {
         }
     }
 
-    fn diff_maps(&self, path: &str, old: &Map<String, Value>, new: &Map<String, Value>, changed: &mut FieldSet, removed: &mut FieldSet) {
+    fn diff_maps(
+        &self,
+        path: &str,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+        changed: &mut FieldSet,
+        removed: &mut FieldSet,
+    ) {
         let fields: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
         for field in fields {
             let element = field_element(field);
@@ -506,15 +566,26 @@ impl Walker<'_> {
         }
     }
 
-    fn diff_keyed(&self, path: &str, key: &str, old: &[Value], new: &[Value], changed: &mut FieldSet, removed: &mut FieldSet) {
+    fn diff_keyed(
+        &self,
+        path: &str,
+        key: &str,
+        old: &[Value],
+        new: &[Value],
+        changed: &mut FieldSet,
+        removed: &mut FieldSet,
+    ) {
         let old = index_items(key, old);
         let new = index_items(key, new);
         let elements: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
         let item_path = format!("{path}[]");
         for element in elements {
-            let (changed, removed) = (changed.child(element.clone()), removed.child(element.clone()));
+            let (changed, removed) = (
+                changed.child(element.clone()),
+                removed.child(element.clone()),
+            );
             match (old.get(element), new.get(element)) {
-                (None, Some(item)) => self.insert_item(path, key, item, changed),
+                (None, Some(item)) => self.insert_item(path, item, changed),
                 (Some(item), None) => self.insert_all(path, item, removed),
                 (Some(before), Some(after)) => {
                     let empty = Map::new();
@@ -531,13 +602,26 @@ impl Walker<'_> {
     fn merge_value(&self, path: &str, live: Option<&Value>, applied: &Value) -> Option<Value> {
         match applied {
             Value::Null => None,
-            Value::Object(fields) => Some(Value::Object(self.merge_map(path, live.and_then(Value::as_object), fields))),
-            Value::Array(items) => Some(Value::Array(self.merge_list(path, live.and_then(Value::as_array), applied, items))),
+            Value::Object(fields) => Some(Value::Object(self.merge_map(
+                path,
+                live.and_then(Value::as_object),
+                fields,
+            ))),
+            Value::Array(items) => Some(Value::Array(self.merge_list(
+                path,
+                live.and_then(Value::as_array),
+                items,
+            ))),
             scalar => Some(scalar.clone()),
         }
     }
 
-    fn merge_map(&self, path: &str, live: Option<&Map<String, Value>>, applied: &Map<String, Value>) -> Map<String, Value> {
+    fn merge_map(
+        &self,
+        path: &str,
+        live: Option<&Map<String, Value>>,
+        applied: &Map<String, Value>,
+    ) -> Map<String, Value> {
         let mut out = live.cloned().unwrap_or_default();
         for (field, value) in applied {
             match self.merge_value(&join(path, field), out.get(field), value) {
@@ -545,37 +629,53 @@ impl Walker<'_> {
                     out.insert(field.clone(), merged);
                 }
                 None => {
-                    out.shift_remove(field);
+                    out.remove(field);
                 }
             }
         }
         out
     }
 
-    fn merge_list(&self, path: &str, live: Option<&Vec<Value>>, applied: &Value, items: &[Value]) -> Vec<Value> {
+    /// Keyed lists and sets merge itemwise (an empty one keeps every live item, as in SMD);
+    /// atomic lists are replaced.
+    fn merge_list(&self, path: &str, live: Option<&Vec<Value>>, items: &[Value]) -> Vec<Value> {
         let live = live.map_or(&[][..], Vec::as_slice);
         let item_path = format!("{path}[]");
-        match self.shape(path, applied) {
-            Shape::Keyed(key, _) => {
-                self.interleave(&item_path, live, items, |item| item.get(key).map(|_| key_element(key, item)))
+        match list_shape(list_strategy(self.kind, path), items) {
+            Shape::Keyed(key, _) => self.interleave(&item_path, live, items, |item| {
+                item.get(key).map(|_| key_element(key, item))
+            }),
+            Shape::Set(_) => {
+                self.interleave(&item_path, live, items, |item| Some(value_element(item)))
             }
-            Shape::Set(_) => self.interleave(&item_path, live, items, |item| Some(value_element(item))),
             Shape::Leaf | Shape::Map(_) => items.to_vec(),
         }
     }
 
     /// SMD's `visitListItems` merge: live-only items stay where they are, applied items keep
     /// the applied order, and matching items merge.
-    fn interleave(&self, item_path: &str, lhs: &[Value], rhs: &[Value], id: impl Fn(&Value) -> Option<String>) -> Vec<Value> {
+    fn interleave(
+        &self,
+        item_path: &str,
+        lhs: &[Value],
+        rhs: &[Value],
+        id: impl Fn(&Value) -> Option<String>,
+    ) -> Vec<Value> {
         let lhs_ids: Vec<Option<String>> = lhs.iter().map(&id).collect();
         let rhs_ids: Vec<Option<String>> = rhs.iter().map(&id).collect();
         let lhs_index = first_positions(&lhs_ids);
         let rhs_index = first_positions(&rhs_ids);
-        let mut shared = rhs_ids.iter().flatten().filter(|id| lhs_index.contains_key(id.as_str()));
+        let mut shared = rhs_ids
+            .iter()
+            .flatten()
+            .filter(|id| lhs_index.contains_key(id.as_str()));
         let mut next_shared = shared.next();
         let mut merged_rhs = BTreeSet::new();
         let mut out = Vec::with_capacity(lhs.len() + rhs.len());
-        let live_item = |id: Option<&String>| id.and_then(|id| lhs_index.get(id.as_str())).and_then(|&i| lhs.get(i));
+        let live_item = |id: Option<&String>| {
+            id.and_then(|id| lhs_index.get(id.as_str()))
+                .and_then(|&i| lhs.get(i))
+        };
         let (mut li, mut ri) = (0, 0);
         while li < lhs.len() || ri < rhs.len() {
             let l_id = lhs_ids.get(li).and_then(Option::as_ref);
@@ -626,10 +726,20 @@ impl Walker<'_> {
 /// The shape of a non-empty list under `strategy`; misfits are atomic.
 fn list_shape(strategy: ListStrategy, items: &[Value]) -> Shape<'_> {
     match strategy {
-        ListStrategy::MergeByKey(key) if unique_ids(items, |item| item.get(key).filter(|v| is_scalar(v)).map(|_| key_element(key, item))) => {
+        ListStrategy::MergeByKey(key)
+            if unique_ids(items, |item| {
+                item.get(key)
+                    .filter(|v| is_scalar(v))
+                    .map(|_| key_element(key, item))
+            }) =>
+        {
             Shape::Keyed(key, items)
         }
-        ListStrategy::MergePrimitives if unique_ids(items, |item| is_scalar(item).then(|| value_element(item))) => Shape::Set(items),
+        ListStrategy::MergePrimitives
+            if unique_ids(items, |item| is_scalar(item).then(|| value_element(item))) =>
+        {
+            Shape::Set(items)
+        }
         _ => Shape::Leaf,
     }
 }
@@ -637,7 +747,9 @@ fn list_shape(strategy: ListStrategy, items: &[Value]) -> Shape<'_> {
 /// Every item has an id and no two ids are equal.
 fn unique_ids(items: &[Value], id: impl Fn(&Value) -> Option<String>) -> bool {
     let mut seen = BTreeSet::new();
-    items.iter().all(|item| id(item).is_some_and(|id| seen.insert(id)))
+    items
+        .iter()
+        .all(|item| id(item).is_some_and(|id| seen.insert(id)))
 }
 
 fn is_scalar(value: &Value) -> bool {
@@ -645,7 +757,10 @@ fn is_scalar(value: &Value) -> bool {
 }
 
 fn index_items<'v>(key: &str, items: &'v [Value]) -> BTreeMap<String, &'v Value> {
-    items.iter().map(|item| (key_element(key, item), item)).collect()
+    items
+        .iter()
+        .map(|item| (key_element(key, item), item))
+        .collect()
 }
 
 fn first_positions(ids: &[Option<String>]) -> BTreeMap<&str, usize> {
@@ -668,7 +783,11 @@ fn diff_sets(old: &[Value], new: &[Value], changed: &mut FieldSet, removed: &mut
 }
 
 fn join(path: &str, field: &str) -> String {
-    if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") }
+    if path.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -676,7 +795,12 @@ fn join(path: &str, field: &str) -> String {
 
 /// Removes from `map` the paths in `dropped` that nobody in `claimed` owns (at or below them);
 /// `protected` fields (the key of the enclosing list item) always stay.
-fn prune_map(map: &mut Map<String, Value>, dropped: &FieldSet, claimed: Option<&FieldSet>, protected: &[String]) {
+fn prune_map(
+    map: &mut Map<String, Value>,
+    dropped: &FieldSet,
+    claimed: Option<&FieldSet>,
+    protected: &[String],
+) {
     for (element, gone) in &dropped.children {
         let Some(field) = element.strip_prefix("f:") else {
             continue;
@@ -685,8 +809,11 @@ fn prune_map(map: &mut Map<String, Value>, dropped: &FieldSet, claimed: Option<&
             continue;
         }
         let claim = claimed.and_then(|c| c.children.get(element));
-        if map.get_mut(field).is_some_and(|child| prune_child(child, gone, claim, &[])) {
-            map.shift_remove(field);
+        if map
+            .get_mut(field)
+            .is_some_and(|child| prune_child(child, gone, claim, &[]))
+        {
+            map.remove(field);
         }
     }
 }
@@ -699,7 +826,10 @@ fn prune_list(items: &mut Vec<Value>, dropped: &FieldSet, claimed: Option<&Field
         };
         let claim = claimed.and_then(|c| c.children.get(element));
         let protected = key_fields(element);
-        if items.get_mut(index).is_some_and(|item| prune_child(item, gone, claim, &protected)) {
+        if items
+            .get_mut(index)
+            .is_some_and(|item| prune_child(item, gone, claim, &protected))
+        {
             doomed.push(index);
         }
     }
@@ -714,7 +844,12 @@ fn prune_list(items: &mut Vec<Value>, dropped: &FieldSet, claimed: Option<&Field
 
 /// Prunes inside `child`; true when `child` itself should go: it was dropped and is unclaimed,
 /// or pruning emptied it and nobody owns it as such.
-fn prune_child(child: &mut Value, gone: &FieldSet, claim: Option<&FieldSet>, protected: &[String]) -> bool {
+fn prune_child(
+    child: &mut Value,
+    gone: &FieldSet,
+    claim: Option<&FieldSet>,
+    protected: &[String],
+) -> bool {
     if gone.member && claim.is_none() {
         return true;
     }
@@ -739,7 +874,9 @@ fn is_empty_container(value: &Value) -> bool {
 fn find_item(items: &[Value], element: &str) -> Option<usize> {
     let parse = |json: &str| serde_json::from_str::<Value>(json).ok();
     if let Some(Value::Object(keys)) = element.strip_prefix("k:").and_then(parse) {
-        items.iter().position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v)))
+        items
+            .iter()
+            .position(|item| keys.iter().all(|(k, v)| item.get(k) == Some(v)))
     } else {
         let value = element.strip_prefix("v:").and_then(parse)?;
         items.iter().position(|item| *item == value)
@@ -747,8 +884,11 @@ fn find_item(items: &[Value], element: &str) -> Option<usize> {
 }
 
 fn key_fields(element: &str) -> Vec<String> {
-    let keys = element.strip_prefix("k:").and_then(|json| serde_json::from_str::<Map<String, Value>>(json).ok());
-    keys.map(|keys| keys.keys().cloned().collect()).unwrap_or_default()
+    let keys = element
+        .strip_prefix("k:")
+        .and_then(|json| serde_json::from_str::<Map<String, Value>>(json).ok());
+    keys.map(|keys| keys.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -803,7 +943,7 @@ impl Entry {
             "Update" => Operation::Update,
             _ => return None,
         };
-        if !matches!(map.get("fieldsType"), None | Some(Value::String(_))) || map.get("fieldsType").is_some_and(|t| t != "FieldsV1") {
+        if map.get("fieldsType").is_some_and(|t| *t != "FieldsV1") {
             return None;
         }
         let set = match map.get("fieldsV1") {
@@ -817,20 +957,33 @@ impl Entry {
             api_version: optional_string(map, "apiVersion")?.unwrap_or_default(),
             subresource: optional_string(map, "subresource")?.filter(|s| !s.is_empty()),
         };
-        Some(Entry { id, time: optional_string(map, "time")?, set })
+        Some(Entry {
+            id,
+            time: optional_string(map, "time")?,
+            set,
+        })
     }
 
     fn to_json(&self) -> Value {
         let mut map = Map::new();
         map.insert("manager".to_owned(), Value::String(self.id.manager.clone()));
-        map.insert("operation".to_owned(), Value::String(self.id.operation.as_str().to_owned()));
+        map.insert(
+            "operation".to_owned(),
+            Value::String(self.id.operation.as_str().to_owned()),
+        );
         if !self.id.api_version.is_empty() {
-            map.insert("apiVersion".to_owned(), Value::String(self.id.api_version.clone()));
+            map.insert(
+                "apiVersion".to_owned(),
+                Value::String(self.id.api_version.clone()),
+            );
         }
         if let Some(time) = &self.time {
             map.insert("time".to_owned(), Value::String(time.clone()));
         }
-        map.insert("fieldsType".to_owned(), Value::String("FieldsV1".to_owned()));
+        map.insert(
+            "fieldsType".to_owned(),
+            Value::String("FieldsV1".to_owned()),
+        );
         map.insert("fieldsV1".to_owned(), self.set.to_fields_v1());
         if let Some(subresource) = &self.id.subresource {
             map.insert("subresource".to_owned(), Value::String(subresource.clone()));
@@ -854,7 +1007,10 @@ fn managed_fields(object: &Map<String, Value>) -> Option<&Vec<Value>> {
 
 /// The entries of `object`, skipping malformed ones and folding duplicate owners together.
 fn read_entries(object: &Map<String, Value>) -> Vec<Entry> {
-    let parsed = managed_fields(object).into_iter().flatten().filter_map(Entry::parse);
+    let parsed = managed_fields(object)
+        .into_iter()
+        .flatten()
+        .filter_map(Entry::parse);
     let mut entries: Vec<Entry> = Vec::new();
     for entry in parsed {
         match entries.iter_mut().find(|e| e.id.same_owner(&entry.id)) {
@@ -867,7 +1023,11 @@ fn read_entries(object: &Map<String, Value>) -> Vec<Entry> {
 
 /// `decodeLiveOrNew`: the client's own `managedFields` win when they decode cleanly (that is how
 /// users reset ownership); `[]` or `[{}]` start from nothing; otherwise the stored ones.
-fn starting_entries(old: Option<&Map<String, Value>>, new: &Map<String, Value>, subresource: Option<&str>) -> Vec<Entry> {
+fn starting_entries(
+    old: Option<&Map<String, Value>>,
+    new: &Map<String, Value>,
+    subresource: Option<&str>,
+) -> Vec<Entry> {
     let stored = || old.map(read_entries).unwrap_or_default();
     if subresource.is_some() {
         return stored();
@@ -875,7 +1035,11 @@ fn starting_entries(old: Option<&Map<String, Value>>, new: &Map<String, Value>, 
     let Some(sent) = managed_fields(new) else {
         return stored();
     };
-    if sent.is_empty() || sent.iter().all(|e| e.as_object().is_some_and(Map::is_empty)) {
+    if sent.is_empty()
+        || sent
+            .iter()
+            .all(|e| e.as_object().is_some_and(Map::is_empty))
+    {
         return Vec::new();
     }
     if sent.iter().all(|e| Entry::parse(e).is_some()) {
@@ -895,7 +1059,11 @@ fn disown_others(entries: &mut [Entry], me: &Identity, diff: &Diff) {
 /// Records `me`'s new set (with the request's apiVersion and time).
 fn upsert(entries: &mut Vec<Entry>, me: Identity, set: FieldSet, now: &str) {
     entries.retain(|e| !e.id.same_owner(&me));
-    entries.push(Entry { id: me, time: Some(now.to_owned()), set });
+    entries.push(Entry {
+        id: me,
+        time: Some(now.to_owned()),
+        set,
+    });
 }
 
 /// Other managers' fields that this write changes.
@@ -909,7 +1077,8 @@ fn find_conflicts(entries: &[Entry], me: &Identity, changed: &FieldSet) -> Vec<C
             fields.into_iter().map(move |field| Conflict {
                 manager: entry.id.manager.clone(),
                 field,
-                updated_with: (entry.id.operation == Operation::Update).then(|| entry.id.api_version.clone()),
+                updated_with: (entry.id.operation == Operation::Update)
+                    .then(|| entry.id.api_version.clone()),
                 subresource: entry.id.subresource.clone(),
             })
         })
@@ -920,48 +1089,73 @@ fn find_conflicts(entries: &[Entry], me: &Identity, changed: &FieldSet) -> Vec<C
 
 /// Writes `entries` (minus empty ones, sorted like upstream) into `object`, or keeps the old
 /// object's list verbatim when nothing but timestamps would change.
-fn store_entries(old: Option<&Map<String, Value>>, object: &mut Map<String, Value>, mut entries: Vec<Entry>) {
+fn store_entries(
+    old: Option<&Map<String, Value>>,
+    object: &mut Map<String, Value>,
+    mut entries: Vec<Entry>,
+) {
     entries.retain(|e| !e.set.is_empty());
     entries.sort_by(|a, b| {
-        (a.id.operation, &a.time, &a.id.manager, &a.id.api_version, &a.id.subresource).cmp(&(
-            b.id.operation,
-            &b.time,
-            &b.id.manager,
-            &b.id.api_version,
-            &b.id.subresource,
-        ))
+        (
+            a.id.operation,
+            &a.time,
+            &a.id.manager,
+            &a.id.api_version,
+            &a.id.subresource,
+        )
+            .cmp(&(
+                b.id.operation,
+                &b.time,
+                &b.id.manager,
+                &b.id.api_version,
+                &b.id.subresource,
+            ))
     });
     let stored = match old {
-        Some(old) if is_timestamp_only_change(old, object, &entries) => managed_fields(old).cloned(),
+        Some(old) if is_timestamp_only_change(old, object, &entries) => {
+            managed_fields(old).cloned()
+        }
         _ => Some(entries.iter().map(Entry::to_json).collect()),
-    };
-    let Some(metadata) = metadata_mut(object) else {
-        return;
     };
     match stored.filter(|list| !list.is_empty()) {
         Some(list) => {
-            metadata.insert("managedFields".to_owned(), Value::Array(list));
+            if let Some(metadata) = metadata_mut(object) {
+                metadata.insert("managedFields".to_owned(), Value::Array(list));
+            }
         }
         None => {
-            metadata.shift_remove("managedFields");
+            if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
+                metadata.remove("managedFields");
+            }
         }
     }
 }
 
 /// Upstream's `IgnoreManagedFieldsTimestampsTransformer`: a write that changes nothing keeps the
 /// old timestamps, so no-op writes stay no-ops.
-fn is_timestamp_only_change(old: &Map<String, Value>, new: &Map<String, Value>, entries: &[Entry]) -> bool {
+fn is_timestamp_only_change(
+    old: &Map<String, Value>,
+    new: &Map<String, Value>,
+    entries: &[Entry],
+) -> bool {
     let mut before = read_entries(old);
     before.retain(|e| !e.set.is_empty());
     let same_sets = before.len() == entries.len()
-        && entries.iter().all(|e| before.iter().any(|b| b.id == e.id && b.set == e.set));
+        && entries
+            .iter()
+            .all(|e| before.iter().any(|b| b.id == e.id && b.set == e.set));
     same_sets && without_managed_fields(old) == without_managed_fields(new)
 }
 
+/// The object as it would be without managedFields (and without the `metadata` map that writing
+/// them may have created).
 fn without_managed_fields(object: &Map<String, Value>) -> Map<String, Value> {
     let mut object = object.clone();
     if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
-        metadata.shift_remove("managedFields");
+        metadata.remove("managedFields");
+        if metadata.is_empty() {
+            object.remove("metadata");
+        }
     }
     object
 }
@@ -989,11 +1183,17 @@ const SERVER_METADATA: [&str; 8] = [
 const IDENTITY_METADATA: [&str; 2] = ["name", "namespace"];
 const IDENTITY_FIELDS: [&str; 2] = ["apiVersion", "kind"];
 
+/// Drops server-maintained metadata; a `metadata` that isn't a map is dropped whole, since the
+/// server always keeps (and writes managedFields into) a metadata map.
 fn without_server_metadata(mut object: Map<String, Value>) -> Map<String, Value> {
-    if let Some(Value::Object(metadata)) = object.get_mut("metadata") {
-        SERVER_METADATA.iter().for_each(|field| {
-            metadata.shift_remove(*field);
-        });
+    match object.get_mut("metadata") {
+        Some(Value::Object(metadata)) => SERVER_METADATA.iter().for_each(|field| {
+            metadata.remove(*field);
+        }),
+        Some(_) => {
+            object.remove("metadata");
+        }
+        None => {}
     }
     object
 }
@@ -1002,14 +1202,14 @@ fn without_server_metadata(mut object: Map<String, Value>) -> Map<String, Value>
 fn owned_view(object: &Map<String, Value>) -> Map<String, Value> {
     let mut view = without_server_metadata(object.clone());
     IDENTITY_FIELDS.iter().for_each(|field| {
-        view.shift_remove(*field);
+        view.remove(*field);
     });
     if let Some(Value::Object(metadata)) = view.get_mut("metadata") {
         IDENTITY_METADATA.iter().for_each(|field| {
-            metadata.shift_remove(*field);
+            metadata.remove(*field);
         });
         if metadata.is_empty() {
-            view.shift_remove("metadata");
+            view.remove("metadata");
         }
     }
     view
@@ -1024,7 +1224,14 @@ mod tests {
     const T1: &str = "2024-01-01T00:01:00Z";
 
     fn request<'a>(kind: &'a str, manager: &'a str, force: bool) -> ApplyRequest<'a> {
-        ApplyRequest { kind, api_version: "v1", manager, force, now: T1, subresource: None }
+        ApplyRequest {
+            kind,
+            api_version: "v1",
+            manager,
+            force,
+            now: T1,
+            subresource: None,
+        }
     }
 
     fn apply(live: Option<&Value>, applied: Value, manager: &str) -> Value {
@@ -1043,7 +1250,10 @@ mod tests {
     fn entry<'v>(obj: &'v Value, manager: &str, operation: &str) -> &'v Value {
         obj["metadata"]["managedFields"]
             .as_array()
-            .and_then(|list| list.iter().find(|e| e["manager"] == manager && e["operation"] == operation))
+            .and_then(|list| {
+                list.iter()
+                    .find(|e| e["manager"] == manager && e["operation"] == operation)
+            })
             .unwrap_or_else(|| panic!("no {operation} entry for {manager} in {obj}"))
     }
 
@@ -1081,8 +1291,15 @@ mod tests {
         let first = apply(None, config_map(json!({"a": "1", "b": "2"})), "m");
         let second = apply(Some(&first), config_map(json!({"a": "1"})), "m");
         assert_eq!(second["data"], json!({"a": "1"}));
-        assert_eq!(fields_v1(&second, "m", "Apply"), &json!({"f:data": {"f:a": {}}}));
-        let third = apply(Some(&second), json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}), "m");
+        assert_eq!(
+            fields_v1(&second, "m", "Apply"),
+            &json!({"f:data": {"f:a": {}}})
+        );
+        let third = apply(
+            Some(&second),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}),
+            "m",
+        );
         assert!(third.get("data").is_none(), "{third}");
         assert!(third["metadata"].get("managedFields").is_none(), "{third}");
     }
@@ -1093,7 +1310,10 @@ mod tests {
         let shared = apply(Some(&first), config_map(json!({"b": "2"})), "other");
         let after = apply(Some(&shared), config_map(json!({"a": "1"})), "m");
         assert_eq!(after["data"], json!({"a": "1", "b": "2"}));
-        assert_eq!(fields_v1(&after, "other", "Apply"), &json!({"f:data": {"f:b": {}}}));
+        assert_eq!(
+            fields_v1(&after, "other", "Apply"),
+            &json!({"f:data": {"f:b": {}}})
+        );
     }
 
     #[test]
@@ -1114,7 +1334,10 @@ mod tests {
             conflict_message(&found, "v1"),
             "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .data.key"
         );
-        assert_eq!(found[0].cause_message("v1"), "conflict with \"kubectl-client-side-apply\" using v1");
+        assert_eq!(
+            found[0].cause_message("v1"),
+            "conflict with \"kubectl-client-side-apply\" using v1"
+        );
     }
 
     #[test]
@@ -1129,33 +1352,69 @@ mod tests {
     }
 
     #[test]
+    fn conflict_message_groups_owners_in_order() {
+        let conflict = |manager: &str, field: &str, updated_with: Option<&str>| Conflict {
+            manager: manager.to_owned(),
+            field: field.to_owned(),
+            updated_with: updated_with.map(str::to_owned),
+            subresource: None,
+        };
+        let conflicts = [
+            conflict("b", ".y", Some("")),
+            conflict("a", ".x", None),
+            conflict("b", ".z", Some("")),
+        ];
+        assert_eq!(
+            conflict_message(&conflicts, "apps/v1"),
+            "Apply failed with 3 conflicts: conflicts with \"a\":\n- .x\nconflicts with \"b\" using apps/v1:\n- .y\n- .z"
+        );
+    }
+
+    #[test]
     fn force_takes_ownership() {
         let live = apply(None, config_map(json!({"a": "1", "b": "1"})), "m1");
         let applied = config_map(json!({"a": "2"}));
-        let obj = server_side_apply(Some(&live), &applied, &request("ConfigMap", "m2", true)).unwrap();
+        let obj =
+            server_side_apply(Some(&live), &applied, &request("ConfigMap", "m2", true)).unwrap();
         assert_eq!(obj["data"], json!({"a": "2", "b": "1"}));
-        assert_eq!(fields_v1(&obj, "m1", "Apply"), &json!({"f:data": {"f:b": {}}}));
-        assert_eq!(fields_v1(&obj, "m2", "Apply"), &json!({"f:data": {"f:a": {}}}));
+        assert_eq!(
+            fields_v1(&obj, "m1", "Apply"),
+            &json!({"f:data": {"f:b": {}}})
+        );
+        assert_eq!(
+            fields_v1(&obj, "m2", "Apply"),
+            &json!({"f:data": {"f:a": {}}})
+        );
     }
 
     #[test]
     fn equal_values_are_shared_without_conflict() {
         let live = apply(None, config_map(json!({"a": "1"})), "m1");
         let obj = apply(Some(&live), config_map(json!({"a": "1"})), "m2");
-        assert_eq!(fields_v1(&obj, "m1", "Apply"), &json!({"f:data": {"f:a": {}}}));
-        assert_eq!(fields_v1(&obj, "m2", "Apply"), &json!({"f:data": {"f:a": {}}}));
+        assert_eq!(
+            fields_v1(&obj, "m1", "Apply"),
+            &json!({"f:data": {"f:a": {}}})
+        );
+        assert_eq!(
+            fields_v1(&obj, "m2", "Apply"),
+            &json!({"f:data": {"f:a": {}}})
+        );
     }
 
     #[test]
     fn labels_are_owned_per_key() {
-        let labelled = |labels: Value| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "labels": labels}})
-        };
+        let labelled = |labels: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "labels": labels}});
         let first = apply(None, labelled(json!({"a": "1"})), "m1");
         let second = apply(Some(&first), labelled(json!({"b": "2"})), "m2");
         assert_eq!(second["metadata"]["labels"], json!({"a": "1", "b": "2"}));
-        assert_eq!(fields_v1(&second, "m1", "Apply"), &json!({"f:metadata": {"f:labels": {"f:a": {}}}}));
-        assert_eq!(fields_v1(&second, "m2", "Apply"), &json!({"f:metadata": {"f:labels": {"f:b": {}}}}));
+        assert_eq!(
+            fields_v1(&second, "m1", "Apply"),
+            &json!({"f:metadata": {"f:labels": {"f:a": {}}}})
+        );
+        assert_eq!(
+            fields_v1(&second, "m2", "Apply"),
+            &json!({"f:metadata": {"f:labels": {"f:b": {}}}})
+        );
         let third = apply(Some(&second), labelled(json!({})), "m1");
         assert_eq!(third["metadata"]["labels"], json!({"b": "2"}));
     }
@@ -1169,7 +1428,11 @@ mod tests {
 
     #[test]
     fn keyed_lists_merge_and_use_k_elements() {
-        let first = apply(None, deployment(json!([{"name": "a", "image": "a:1"}])), "m1");
+        let first = apply(
+            None,
+            deployment(json!([{"name": "a", "image": "a:1"}])),
+            "m1",
+        );
         let fields = fields_v1(&first, "m1", "Apply");
         assert_eq!(
             fields["f:spec"]["f:template"]["f:spec"]["f:containers"],
@@ -1184,24 +1447,36 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(names, [&json!("a"), &json!("b")]);
 
-        let found = conflicts(&second, deployment(json!([{"name": "b", "image": "b:2"}])), "m1");
+        let found = conflicts(
+            &second,
+            deployment(json!([{"name": "b", "image": "b:2"}])),
+            "m1",
+        );
         assert_eq!(found.len(), 1);
-        assert_eq!(found[0].field, ".spec.template.spec.containers[name=\"b\"].image");
+        assert_eq!(
+            found[0].field,
+            ".spec.template.spec.containers[name=\"b\"].image"
+        );
 
         let dropped = apply(Some(&second), deployment(json!([])), "m1");
         let containers = &dropped["spec"]["template"]["spec"]["containers"];
-        assert_eq!(containers, &json!([{"name": "b", "image": "b:1"}]), "{dropped}");
+        assert_eq!(
+            containers,
+            &json!([{"name": "b", "image": "b:1"}]),
+            "{dropped}"
+        );
     }
 
     #[test]
     fn finalizers_are_sets() {
-        let with = |finalizers: Value| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "finalizers": finalizers}})
-        };
+        let with = |finalizers: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm", "finalizers": finalizers}});
         let first = apply(None, with(json!(["a"])), "m1");
         let second = apply(Some(&first), with(json!(["b"])), "m2");
         assert_eq!(second["metadata"]["finalizers"], json!(["a", "b"]));
-        assert_eq!(fields_v1(&second, "m2", "Apply"), &json!({"f:metadata": {"f:finalizers": {"v:\"b\"": {}}}}));
+        assert_eq!(
+            fields_v1(&second, "m2", "Apply"),
+            &json!({"f:metadata": {"f:finalizers": {"v:\"b\"": {}}}})
+        );
         let third = apply(Some(&second), with(json!(["c"])), "m1");
         assert_eq!(third["metadata"]["finalizers"], json!(["b", "c"]));
     }
@@ -1210,7 +1485,10 @@ mod tests {
     fn unknown_kinds_have_atomic_lists() {
         let widget = |items: Value| json!({"apiVersion": "x/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"items": items}});
         let first = apply(None, widget(json!([1, 2])), "m1");
-        assert_eq!(fields_v1(&first, "m1", "Apply"), &json!({"f:spec": {"f:items": {}}}));
+        assert_eq!(
+            fields_v1(&first, "m1", "Apply"),
+            &json!({"f:spec": {"f:items": {}}})
+        );
         let found = conflicts(&first, widget(json!([3])), "m2");
         assert_eq!(found[0].field, ".spec.items");
     }
@@ -1233,7 +1511,24 @@ mod tests {
         let e = entry(&obj, "kubectl-create", "Update");
         assert_eq!(e["time"], T0);
         assert_eq!(e["apiVersion"], "v1");
-        assert_eq!(e["fieldsV1"], json!({"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {"f:a": {}}}}));
+        assert_eq!(
+            e["fieldsV1"],
+            json!({"f:data": {"f:k": {}}, "f:metadata": {"f:labels": {"f:a": {}}}})
+        );
+    }
+
+    #[test]
+    fn record_update_owns_list_items() {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "image": "i"}], "tolerations": [{"key": "k"}]}});
+        record_update(None, &mut pod, "kubectl-create", "v1", T0, None);
+        assert_eq!(
+            fields_v1(&pod, "kubectl-create", "Update")["f:spec"],
+            json!({
+                "f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}},
+                "f:tolerations": {}
+            })
+        );
     }
 
     #[test]
@@ -1243,19 +1538,38 @@ mod tests {
         new["data"]["a"] = json!("2");
         new["data"]["c"] = json!("3");
         record_update(Some(&live), &mut new, "editor", "v1", T1, None);
-        assert_eq!(fields_v1(&new, "applier", "Apply"), &json!({"f:data": {"f:b": {}}}));
-        assert_eq!(fields_v1(&new, "editor", "Update"), &json!({"f:data": {"f:a": {}, "f:c": {}}}));
-        let list = new["metadata"]["managedFields"].as_array().cloned().unwrap_or_default();
-        assert_eq!(list.first().map(|e| &e["operation"]), Some(&json!("Apply")), "Apply entries sort first");
+        assert_eq!(
+            fields_v1(&new, "applier", "Apply"),
+            &json!({"f:data": {"f:b": {}}})
+        );
+        assert_eq!(
+            fields_v1(&new, "editor", "Update"),
+            &json!({"f:data": {"f:a": {}, "f:c": {}}})
+        );
+        let list = new["metadata"]["managedFields"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            list.first().map(|e| &e["operation"]),
+            Some(&json!("Apply")),
+            "Apply entries sort first"
+        );
 
         let mut removed = new.clone();
-        removed["data"].as_object_mut().map(|d| d.shift_remove("b"));
+        if let Some(data) = removed["data"].as_object_mut() {
+            data.remove("b");
+        }
         record_update(Some(&new), &mut removed, "editor", "v1", T1, None);
         let managers: Vec<&Value> = removed["metadata"]["managedFields"]
             .as_array()
             .map(|l| l.iter().map(|e| &e["manager"]).collect())
             .unwrap_or_default();
-        assert_eq!(managers, [&json!("editor")], "the applier lost its last field");
+        assert_eq!(
+            managers,
+            [&json!("editor")],
+            "the applier lost its last field"
+        );
     }
 
     #[test]
@@ -1265,7 +1579,11 @@ mod tests {
         let mut same = live.clone();
         record_update(Some(&live), &mut same, "m", "v1", T1, None);
         assert_eq!(same, live);
-        let reapplied = apply(Some(&apply(None, config_map(json!({"a": "1"})), "x")), config_map(json!({"a": "1"})), "x");
+        let reapplied = apply(
+            Some(&apply(None, config_map(json!({"a": "1"})), "x")),
+            config_map(json!({"a": "1"})),
+            "x",
+        );
         assert_eq!(entry(&reapplied, "x", "Apply")["time"], T1);
     }
 
@@ -1282,10 +1600,17 @@ mod tests {
     fn status_subresource_entries_are_separate() {
         let live = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Pending"}});
         let applied = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Running"}});
-        let req = ApplyRequest { subresource: Some("status"), ..request("Pod", "kubelet", false) };
+        let req = ApplyRequest {
+            subresource: Some("status"),
+            ..request("Pod", "kubelet", false)
+        };
         let obj = server_side_apply(Some(&live), &applied, &req).unwrap();
         assert_eq!(entry(&obj, "kubelet", "Apply")["subresource"], "status");
-        let found = conflicts(&obj, json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Failed"}}), "other");
+        let found = conflicts(
+            &obj,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "status": {"phase": "Failed"}}),
+            "other",
+        );
         assert_eq!(found[0].subresource.as_deref(), Some("status"));
         assert_eq!(
             conflict_message(&found, "v1"),
@@ -1310,9 +1635,19 @@ mod tests {
             .map(|l| l.iter().map(|e| &e["manager"]).collect())
             .unwrap_or_default();
         assert_eq!(managers, [&json!("m"), &json!("odd")]);
-        assert_eq!(fields_v1(&obj, "odd", "Update"), &json!({"f:data": {"f:a": {}}}));
+        assert_eq!(
+            fields_v1(&obj, "odd", "Update"),
+            &json!({"f:data": {"f:a": {}}})
+        );
         live["metadata"]["managedFields"] = json!("not a list");
-        assert!(server_side_apply(Some(&live), &config_map(json!({"a": "2"})), &request("ConfigMap", "m", false)).is_ok());
+        assert!(
+            server_side_apply(
+                Some(&live),
+                &config_map(json!({"a": "2"})),
+                &request("ConfigMap", "m", false)
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -1321,20 +1656,42 @@ mod tests {
         let set = FieldSet::from_fields_v1(&fields);
         assert_eq!(set.to_fields_v1(), fields);
         let paths: Vec<String> = set.paths().iter().map(|p| display_path(p)).collect();
-        assert_eq!(paths, [".metadata.labels", ".metadata.labels.a", ".spec[name=\"c\"]", ".spec[name=\"c\"].name"]);
+        assert_eq!(
+            paths,
+            [
+                ".metadata.labels",
+                ".metadata.labels.a",
+                ".spec[name=\"c\"]",
+                ".spec[name=\"c\"].name"
+            ]
+        );
     }
 
     #[test]
     fn interleave_follows_smd_order() {
         let walker = Walker { kind: "Pod" };
         let names = |items: Vec<Value>| -> Vec<String> {
-            items.iter().map(|i| i["name"].as_str().unwrap_or_default().to_owned()).collect()
+            items
+                .iter()
+                .map(|i| i["name"].as_str().unwrap_or_default().to_owned())
+                .collect()
         };
-        let list = |names: &[&str]| -> Vec<Value> { names.iter().map(|n| json!({"name": n})).collect() };
+        let list =
+            |names: &[&str]| -> Vec<Value> { names.iter().map(|n| json!({"name": n})).collect() };
         let id = |item: &Value| Some(key_element("name", item));
-        let merged = walker.interleave("spec.containers[]", &list(&["a", "b", "c"]), &list(&["d", "b"]), id);
+        let merged = walker.interleave(
+            "spec.containers[]",
+            &list(&["a", "b", "c"]),
+            &list(&["d", "b"]),
+            id,
+        );
         assert_eq!(names(merged), ["a", "d", "b", "c"]);
-        let merged = walker.interleave("spec.containers[]", &list(&["a", "b", "c"]), &list(&["c", "a"]), id);
+        let merged = walker.interleave(
+            "spec.containers[]",
+            &list(&["a", "b", "c"]),
+            &list(&["c", "a"]),
+            id,
+        );
         assert_eq!(names(merged), ["b", "c", "a"]);
     }
 }

@@ -9,7 +9,12 @@ use crate::meta;
 use crate::resources::ResourceInfo;
 
 /// Fills in server-side defaults on a create or update body (`old` is the live object on update).
-pub fn apply_defaults(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>, alloc: &mut dyn FnMut() -> String) {
+pub fn apply_defaults(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    old: Option<&Value>,
+    alloc: &mut dyn FnMut() -> String,
+) {
     if info.crd.is_some() {
         return;
     }
@@ -19,7 +24,9 @@ pub fn apply_defaults(info: &ResourceInfo, obj: &mut Value, old: Option<&Value>,
         ("", "services") => default_service(obj, old, alloc),
         ("", "secrets") => default_secret(obj),
         ("apps", "deployments" | "replicasets") => default_workload(obj),
-        ("", "podtemplates") => default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec"))),
+        ("", "podtemplates") => {
+            default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec")))
+        }
         ("discovery.k8s.io", "endpointslices") => default_ports(obj.get_mut("ports"), "protocol"),
         _ => {}
     }
@@ -54,7 +61,9 @@ fn default_namespace(obj: &mut Value) {
 }
 
 fn default_pod_spec(spec: Option<&mut Value>) {
-    let Some(Value::Object(spec)) = spec else { return };
+    let Some(Value::Object(spec)) = spec else {
+        return;
+    };
     set_default(spec, "restartPolicy", json!("Always"));
     set_default(spec, "terminationGracePeriodSeconds", json!(30));
     set_default(spec, "dnsPolicy", json!("ClusterFirst"));
@@ -75,7 +84,15 @@ fn default_container(c: &mut Value) {
         let last = image.rsplit('/').next().unwrap_or(image);
         !image.contains('@') && last.rsplit_once(':').is_none_or(|(_, tag)| tag == "latest")
     };
-    set_default(c, "imagePullPolicy", json!(if tag_is_latest { "Always" } else { "IfNotPresent" }));
+    set_default(
+        c,
+        "imagePullPolicy",
+        json!(if tag_is_latest {
+            "Always"
+        } else {
+            "IfNotPresent"
+        }),
+    );
     set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
     set_default(c, "terminationMessagePolicy", json!("File"));
     set_default(c, "resources", json!({}));
@@ -93,11 +110,18 @@ fn default_ports(ports: Option<&mut Value>, field: &str) {
 }
 
 fn default_service(obj: &mut Value, old: Option<&Value>, alloc: &mut dyn FnMut() -> String) {
-    let old_spec = old.and_then(|o| o.get("spec")).cloned().unwrap_or(Value::Null);
+    let old_spec = old
+        .and_then(|o| o.get("spec"))
+        .cloned()
+        .unwrap_or(Value::Null);
     let spec = meta::object_mut(&mut obj["spec"]);
     set_default(spec, "type", json!("ClusterIP"));
     set_default(spec, "sessionAffinity", json!("None"));
-    let service_type = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP").to_owned();
+    let service_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+        .to_owned();
     if service_type != "ExternalName" {
         set_default(spec, "internalTrafficPolicy", json!("Cluster"));
         // Since 1.20 an update that omits allocated values keeps them rather than failing.
@@ -134,7 +158,10 @@ fn default_secret(obj: &mut Value) {
         let data = meta::object_mut(map.entry("data").or_insert_with(|| json!({})));
         for (k, v) in string_data {
             let text = v.as_str().unwrap_or_default();
-            data.insert(k, Value::String(base64::engine::general_purpose::STANDARD.encode(text)));
+            data.insert(
+                k,
+                Value::String(base64::engine::general_purpose::STANDARD.encode(text)),
+            );
         }
     }
 }
@@ -157,11 +184,13 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
         ("", "services") => validate_service(obj, old, &mut errors),
         ("", "configmaps") => validate_data_keys(obj, &["data", "binaryData"], &mut errors),
         ("", "secrets") => validate_data_keys(obj, &["data"], &mut errors),
-        ("", "podtemplates") => validate_containers(obj.pointer("/template/spec"), "template.spec", &mut errors),
-        ("discovery.k8s.io", "endpointslices") => {
-            if obj.get("addressType").and_then(Value::as_str).is_none() {
-                errors.push(FieldError::required("addressType", ""));
-            }
+        ("", "podtemplates") => {
+            validate_containers(obj.pointer("/template/spec"), "template.spec", &mut errors)
+        }
+        ("discovery.k8s.io", "endpointslices")
+            if obj.get("addressType").and_then(Value::as_str).is_none() =>
+        {
+            errors.push(FieldError::required("addressType", ""));
         }
         _ => {}
     }
@@ -169,10 +198,14 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
 }
 
 fn validate_containers(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
     match containers {
         None => errors.push(FieldError::required(format!("{path}.containers"), "")),
-        Some(list) if list.is_empty() => errors.push(FieldError::required(format!("{path}.containers"), "")),
+        Some(list) if list.is_empty() => {
+            errors.push(FieldError::required(format!("{path}.containers"), ""))
+        }
         Some(list) => {
             let mut seen = Vec::new();
             for (i, c) in list.iter().enumerate() {
@@ -184,11 +217,18 @@ fn validate_containers(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldE
                     errors.push(FieldError::duplicate(format!("{field}.name"), &json!(name)));
                 } else {
                     for p in meta::name_problems(name, crate::resources::NameRule::Label) {
-                        errors.push(FieldError::invalid(format!("{field}.name"), &json!(name), &p));
+                        errors.push(FieldError::invalid(
+                            format!("{field}.name"),
+                            &json!(name),
+                            &p,
+                        ));
                     }
                 }
                 seen.push(name);
-                if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+                if c.get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     errors.push(FieldError::required(format!("{field}.image"), ""));
                 }
             }
@@ -210,7 +250,11 @@ fn validate_pod(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) 
                 }
             }
             if let Value::Object(m) = &mut s {
-                for k in ["activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"] {
+                for k in [
+                    "activeDeadlineSeconds",
+                    "tolerations",
+                    "terminationGracePeriodSeconds",
+                ] {
                     m.remove(k);
                 }
                 // Binding sets nodeName once.
@@ -231,11 +275,18 @@ fn validate_pod(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) 
 
 fn validate_service(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-    let service_type = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    let service_type = spec
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP");
     let supported = ["ClusterIP", "NodePort", "LoadBalancer", "ExternalName"];
     if !supported.contains(&service_type) {
         let values: Vec<Value> = supported.iter().map(|s| json!(s)).collect();
-        errors.push(FieldError::not_supported("spec.type", &json!(service_type), &values));
+        errors.push(FieldError::not_supported(
+            "spec.type",
+            &json!(service_type),
+            &values,
+        ));
     }
     let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
     let ports = spec.get("ports").and_then(Value::as_array);
@@ -251,7 +302,11 @@ fn validate_service(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldErro
                 "must be between 1 and 65535, inclusive",
             ));
         }
-        if ports.is_some_and(|all| all.len() > 1) && p.get("name").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if ports.is_some_and(|all| all.len() > 1)
+            && p.get("name")
+                .and_then(Value::as_str)
+                .is_none_or(str::is_empty)
+        {
             errors.push(FieldError::required(format!("spec.ports[{i}].name"), ""));
         }
     }
@@ -269,13 +324,18 @@ fn validate_service(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldErro
 
 fn validate_data_keys(obj: &Value, fields: &[&str], errors: &mut Vec<FieldError>) {
     let valid = |k: &str| {
-        !k.is_empty() && k.len() <= 253 && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        !k.is_empty()
+            && k.len() <= 253
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
     };
     for field in fields {
-        let Some(map) = obj.get(*field).and_then(Value::as_object) else { continue };
+        let Some(map) = obj.get(*field).and_then(Value::as_object) else {
+            continue;
+        };
         for key in map.keys().filter(|k| !valid(k)) {
             errors.push(FieldError::invalid(
-                format!("{field}"),
+                (*field).to_owned(),
                 &json!(key),
                 "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
             ));
@@ -289,18 +349,24 @@ mod tests {
     use crate::resources::Registry;
 
     fn info(resource: &str) -> std::sync::Arc<ResourceInfo> {
-        Registry::builtin().get("", "v1", resource).expect("builtin")
+        Registry::builtin()
+            .get("", "v1", resource)
+            .expect("builtin")
     }
 
     #[test]
     fn services_get_cluster_ip_and_target_port() {
         let mut svc = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}});
-        apply_defaults(&info("services"), &mut svc, None, &mut || "10.96.0.10".to_owned());
+        apply_defaults(&info("services"), &mut svc, None, &mut || {
+            "10.96.0.10".to_owned()
+        });
         assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
         assert_eq!(svc["spec"]["ports"][0]["targetPort"], 80);
         assert_eq!(svc["spec"]["ports"][0]["protocol"], "TCP");
         let mut update = json!({"metadata": {"name": "web"}, "spec": {"ports": [{"port": 81}]}});
-        apply_defaults(&info("services"), &mut update, Some(&svc), &mut || "10.96.0.99".to_owned());
+        apply_defaults(&info("services"), &mut update, Some(&svc), &mut || {
+            "10.96.0.99".to_owned()
+        });
         assert_eq!(update["spec"]["clusterIP"], "10.96.0.10");
     }
 
@@ -314,8 +380,15 @@ mod tests {
 
     #[test]
     fn pods_need_containers_with_images() {
-        let errs = validate(&info("pods"), &json!({"spec": {"containers": [{"name": "a"}]}}), None);
-        assert_eq!(errs[0].to_string(), "spec.containers[0].image: Required value");
+        let errs = validate(
+            &info("pods"),
+            &json!({"spec": {"containers": [{"name": "a"}]}}),
+            None,
+        );
+        assert_eq!(
+            errs[0].to_string(),
+            "spec.containers[0].image: Required value"
+        );
         let errs = validate(&info("pods"), &json!({"spec": {}}), None);
         assert_eq!(errs[0].field, "spec.containers");
     }
@@ -326,6 +399,9 @@ mod tests {
         let new_image = json!({"spec": {"containers": [{"name": "a", "image": "y"}]}});
         assert!(validate(&info("pods"), &new_image, Some(&old)).is_empty());
         let new_name = json!({"spec": {"containers": [{"name": "b", "image": "x"}]}});
-        assert_eq!(validate(&info("pods"), &new_name, Some(&old))[0].field, "spec");
+        assert_eq!(
+            validate(&info("pods"), &new_name, Some(&old))[0].field,
+            "spec"
+        );
     }
 }

@@ -38,7 +38,10 @@ fn rename(obj: &mut Value, from_to: impl Iterator<Item = (&'static str, &'static
 /// Converts an object received at `info`'s version to the stored form.
 pub fn to_storage(info: &ResourceInfo, mut obj: Value) -> Value {
     if is_events_v1(info) {
-        rename(&mut obj, EVENT_RENAMES.iter().map(|(core, v1)| (*v1, *core)));
+        rename(
+            &mut obj,
+            EVENT_RENAMES.iter().map(|(core, v1)| (*v1, *core)),
+        );
     }
     set_api_version(&mut obj, &info.storage_api_version, &info.kind);
     obj

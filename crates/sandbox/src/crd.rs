@@ -21,15 +21,24 @@ fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
 pub fn apply_defaults(crd: &mut Value, creating: bool) {
     let kind = str_at(crd, "/spec/names/kind").to_owned();
     if let Some(Value::Object(names)) = crd.pointer_mut("/spec/names") {
-        if names.get("singular").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if names
+            .get("singular")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             names.insert("singular".into(), json!(kind.to_lowercase()));
         }
-        if names.get("listKind").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             names.insert("listKind".into(), json!(format!("{kind}List")));
         }
     }
     if let Some(Value::Object(spec)) = crd.get_mut("spec") {
-        spec.entry("conversion").or_insert_with(|| json!({"strategy": "None"}));
+        spec.entry("conversion")
+            .or_insert_with(|| json!({"strategy": "None"}));
     }
     if creating {
         let mut finalizers = meta::finalizers(crd);
@@ -49,7 +58,11 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     if group.is_empty() {
         errors.push(FieldError::required("spec.group", ""));
     } else if !group.contains('.') {
-        errors.push(FieldError::invalid("spec.group", &json!(group), "should be a domain with at least one dot"));
+        errors.push(FieldError::invalid(
+            "spec.group",
+            &json!(group),
+            "should be a domain with at least one dot",
+        ));
     }
     if plural.is_empty() {
         errors.push(FieldError::required("spec.names.plural", ""));
@@ -68,18 +81,30 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
         errors.push(FieldError::invalid(
             "metadata.name",
             &json!(meta::name(crd)),
-            &format!("must be spec.names.plural+\".\"+spec.group"),
+            "must be spec.names.plural+\".\"+spec.group",
         ));
     }
     let scope = str_at(crd, "/spec/scope");
     if scope != "Namespaced" && scope != "Cluster" {
-        errors.push(FieldError::not_supported("spec.scope", &json!(scope), &[json!("Cluster"), json!("Namespaced")]));
+        errors.push(FieldError::not_supported(
+            "spec.scope",
+            &json!(scope),
+            &[json!("Cluster"), json!("Namespaced")],
+        ));
     }
     validate_versions(crd, &mut errors);
     if let Some(old) = old {
-        for (field, pointer) in [("spec.group", "/spec/group"), ("spec.names.plural", "/spec/names/plural"), ("spec.scope", "/spec/scope")] {
+        for (field, pointer) in [
+            ("spec.group", "/spec/group"),
+            ("spec.names.plural", "/spec/names/plural"),
+            ("spec.scope", "/spec/scope"),
+        ] {
             if crd.pointer(pointer) != old.pointer(pointer) {
-                errors.push(FieldError::invalid(field, crd.pointer(pointer).unwrap_or(&Value::Null), "field is immutable"));
+                errors.push(FieldError::invalid(
+                    field,
+                    crd.pointer(pointer).unwrap_or(&Value::Null),
+                    "field is immutable",
+                ));
             }
         }
     }
@@ -89,10 +114,16 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
 fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
     let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
     let Some(versions) = versions.filter(|v| !v.is_empty()) else {
-        errors.push(FieldError::required("spec.versions", "must have exactly one version marked as storage version"));
+        errors.push(FieldError::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
         return;
     };
-    let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
     if storage != 1 {
         errors.push(FieldError::invalid(
             "spec.versions",
@@ -117,8 +148,14 @@ fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
         }
         names.push(name);
         match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) => errors.extend(schema::check_structural(s, &format!("{field}.schema.openAPIV3Schema"))),
-            None => errors.push(FieldError::required(format!("{field}.schema.openAPIV3Schema"), "schemas are required")),
+            Some(s) => errors.extend(schema::check_structural(
+                s,
+                &format!("{field}.schema.openAPIV3Schema"),
+            )),
+            None => errors.push(FieldError::required(
+                format!("{field}.schema.openAPIV3Schema"),
+                "schemas are required",
+            )),
         }
     }
 }
@@ -129,14 +166,27 @@ pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
     let plural = str_at(crd, "/spec/names/plural").to_owned();
     let kind = str_at(crd, "/spec/names/kind").to_owned();
     let singular = str_at(crd, "/spec/names/singular");
-    let singular = if singular.is_empty() { kind.to_lowercase() } else { singular.to_owned() };
+    let singular = if singular.is_empty() {
+        kind.to_lowercase()
+    } else {
+        singular.to_owned()
+    };
     let strings = |pointer: &str| -> Vec<String> {
         crd.pointer(pointer)
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default()
     };
-    let versions = crd.pointer("/spec/versions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let storage_version = versions
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
@@ -159,7 +209,9 @@ pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
                 short_names: strings("/spec/names/shortNames"),
                 categories: strings("/spec/names/categories"),
                 status: if v.pointer("/subresources/status").is_some() {
-                    StatusMode::Subresource { keep_on_create: false }
+                    StatusMode::Subresource {
+                        keep_on_create: false,
+                    }
                 } else {
                     StatusMode::None
                 },
@@ -174,7 +226,11 @@ pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
                 crd: Some(CrdVersion {
                     crd_name: meta::name(crd).to_owned(),
                     schema: v.pointer("/schema/openAPIV3Schema").cloned(),
-                    printer_columns: v.get("additionalPrinterColumns").and_then(Value::as_array).cloned().unwrap_or_default(),
+                    printer_columns: v
+                        .get("additionalPrinterColumns")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
                     storage: version == storage_version,
                 }),
             })
@@ -193,12 +249,19 @@ pub fn names_conflict(registry: &Registry, crd: &Value) -> Option<String> {
 
 /// The status the server reports once names are accepted: Established and NamesAccepted.
 pub fn status(crd: &Value, conflict: Option<&str>, now: &str) -> Value {
-    let old_conditions = crd.pointer("/status/conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let old_conditions = crd
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let condition = |type_: &str, ok: bool, reason: &str, message: &str| {
         let status = if ok { "True" } else { "False" };
         let since = old_conditions
             .iter()
-            .find(|c| c.get("type").and_then(Value::as_str) == Some(type_) && c.get("status").and_then(Value::as_str) == Some(status))
+            .find(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some(status)
+            })
             .and_then(|c| c.get("lastTransitionTime").cloned())
             .unwrap_or_else(|| json!(now));
         json!({"type": type_, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
@@ -206,15 +269,30 @@ pub fn status(crd: &Value, conflict: Option<&str>, now: &str) -> Value {
     let mut conditions = match conflict {
         None => vec![
             condition("NamesAccepted", true, "NoConflicts", "no conflicts found"),
-            condition("Established", true, "InitialNamesAccepted", "the initial names have been accepted"),
+            condition(
+                "Established",
+                true,
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+            ),
         ],
         Some(why) => vec![
             condition("NamesAccepted", false, "AllNamesConflict", why),
-            condition("Established", false, "NotAccepted", "not all names are accepted"),
+            condition(
+                "Established",
+                false,
+                "NotAccepted",
+                "not all names are accepted",
+            ),
         ],
     };
     if meta::is_deleting(crd) {
-        conditions.push(condition("Terminating", true, "InstanceDeletionInProgress", "CustomResource deletion is in progress"));
+        conditions.push(condition(
+            "Terminating",
+            true,
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        ));
     }
     let storage: Vec<Value> = crd
         .pointer("/spec/versions")
@@ -224,13 +302,21 @@ pub fn status(crd: &Value, conflict: Option<&str>, now: &str) -> Value {
         .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
         .filter_map(|v| v.get("name").cloned())
         .collect();
-    let mut stored: Vec<Value> = crd.pointer("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut stored: Vec<Value> = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     for v in storage {
         if !stored.contains(&v) {
             stored.push(v);
         }
     }
-    let accepted = if conflict.is_none() { crd.pointer("/spec/names").cloned().unwrap_or(json!({})) } else { json!({"plural": "", "kind": ""}) };
+    let accepted = if conflict.is_none() {
+        crd.pointer("/spec/names").cloned().unwrap_or(json!({}))
+    } else {
+        json!({"plural": "", "kind": ""})
+    };
     json!({"acceptedNames": accepted, "conditions": conditions, "storedVersions": stored})
 }
 

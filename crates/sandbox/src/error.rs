@@ -28,7 +28,12 @@ fn details(name: &str, group: &str, kind: &str) -> Value {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     fn with_details(mut self, details: Value) -> Self {
@@ -45,26 +50,44 @@ impl ApiError {
 
     /// 404 for a path that names no resource the server knows.
     pub fn unknown_resource() -> Self {
-        Self::new(404, "NotFound", "the server could not find the requested resource")
-            .with_details(json!({}))
+        Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+        .with_details(json!({}))
     }
 
     /// 409: `configmaps "x" already exists`.
     pub fn already_exists(group: &str, resource: &str, name: &str) -> Self {
         let qualified = qualified(group, resource);
-        Self::new(409, "AlreadyExists", format!("{qualified} \"{name}\" already exists"))
-            .with_details(details(name, group, resource))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{qualified} \"{name}\" already exists"),
+        )
+        .with_details(details(name, group, resource))
     }
 
     /// 409 Conflict on a stale resourceVersion or a failed precondition.
     pub fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
         let qualified = qualified(group, resource);
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"))
-            .with_details(details(name, group, resource))
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {qualified} \"{name}\": {why}"),
+        )
+        .with_details(details(name, group, resource))
     }
 
     /// 409 Conflict with a ready-made message (server-side apply conflicts).
-    pub fn conflict_with_causes(group: &str, resource: &str, name: &str, message: String, causes: Vec<Value>) -> Self {
+    pub fn conflict_with_causes(
+        group: &str,
+        resource: &str,
+        name: &str,
+        message: String,
+        causes: Vec<Value>,
+    ) -> Self {
         let mut d = details(name, group, resource);
         d["causes"] = Value::Array(causes);
         Self::new(409, "Conflict", message).with_details(d)
@@ -84,7 +107,13 @@ impl ApiError {
     pub fn invalid(group: &str, kind: &str, name: &str, errors: &[FieldError]) -> Self {
         let summary = match errors {
             [one] => one.to_string(),
-            many => format!("[{}]", many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")),
+            many => format!(
+                "[{}]",
+                many.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         };
         let causes: Vec<Value> = errors
             .iter()
@@ -92,8 +121,17 @@ impl ApiError {
             .collect();
         let mut d = details(name, group, kind);
         d["causes"] = Value::Array(causes);
-        let kind_text = if group.is_empty() { kind.to_owned() } else { format!("{kind}.{group}") };
-        Self::new(422, "Invalid", format!("{kind_text} \"{name}\" is invalid: {summary}")).with_details(d)
+        let kind_text = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind_text} \"{name}\" is invalid: {summary}"),
+        )
+        .with_details(d)
     }
 
     /// 400 BadRequest.
@@ -113,12 +151,22 @@ impl ApiError {
 
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("Request entity too large: limit is {limit}"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
     }
 
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {content_type:?}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml, application/vnd.kubernetes.protobuf; got {content_type:?}"
+            ),
+        )
     }
 
     /// 401 Unauthorized.
@@ -134,11 +182,6 @@ impl ApiError {
     /// 500, for failures the client cannot fix (never expected; never a panic).
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
-    }
-
-    /// 503 ServiceUnavailable with an optional Retry-After.
-    pub fn unavailable(message: impl Into<String>) -> Self {
-        Self::new(503, "ServiceUnavailable", message)
     }
 
     /// An error with any code, used by fault injection.
@@ -180,7 +223,11 @@ impl ApiError {
 
 /// `configmaps` or `deployments.apps`, as the server names a resource in messages.
 pub fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 #[cfg(test)]

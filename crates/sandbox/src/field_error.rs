@@ -66,27 +66,47 @@ impl FieldError {
         } else {
             format!("Required value: {detail}")
         };
-        Self { kind: FieldErrorKind::Required, field: field.into(), message }
+        Self {
+            kind: FieldErrorKind::Required,
+            field: field.into(),
+            message,
+        }
     }
 
     /// `Unsupported value: "x": supported values: "a", "b"`.
-    pub fn not_supported(field: impl Into<String>, value: &serde_json::Value, supported: &[serde_json::Value]) -> Self {
+    pub fn not_supported(
+        field: impl Into<String>,
+        value: &serde_json::Value,
+        supported: &[serde_json::Value],
+    ) -> Self {
         let list: Vec<String> = supported.iter().map(render_value).collect();
         Self {
             kind: FieldErrorKind::NotSupported,
             field: field.into(),
-            message: format!("Unsupported value: {}: supported values: {}", render_value(value), list.join(", ")),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                render_value(value),
+                list.join(", ")
+            ),
         }
     }
 
     /// `Forbidden: <detail>`.
     pub fn forbidden(field: impl Into<String>, detail: &str) -> Self {
-        Self { kind: FieldErrorKind::Forbidden, field: field.into(), message: format!("Forbidden: {detail}") }
+        Self {
+            kind: FieldErrorKind::Forbidden,
+            field: field.into(),
+            message: format!("Forbidden: {detail}"),
+        }
     }
 
     /// `Too long: may not be more than N bytes` (strings) or `... items` (lists).
     pub fn too_long(field: impl Into<String>, detail: &str) -> Self {
-        Self { kind: FieldErrorKind::TooLong, field: field.into(), message: format!("Too long: {detail}") }
+        Self {
+            kind: FieldErrorKind::TooLong,
+            field: field.into(),
+            message: format!("Too long: {detail}"),
+        }
     }
 
     /// `Too many: N: must have at most M items`.
@@ -121,7 +141,11 @@ pub fn render_value(value: &serde_json::Value) -> String {
 
 /// Joins a parent path and a child key the way field paths print: `spec` + `replicas` → `spec.replicas`.
 pub fn child_path(parent: &str, key: &str) -> String {
-    if parent.is_empty() { key.to_owned() } else { format!("{parent}.{key}") }
+    if parent.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{parent}.{key}")
+    }
 }
 
 /// Appends a list index: `spec.items` + 3 → `spec.items[3]`.

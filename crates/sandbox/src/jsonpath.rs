@@ -16,8 +16,10 @@ use crate::schema::format_go_float;
 /// Evaluates a printer-column `jsonPath` (e.g. `.spec.replicas`,
 /// `.status.conditions[?(@.type=="Ready")].status`, `.spec.items[*].name`) against `obj`,
 /// returning every match in document order; missing fields and unsupported syntax give none.
+/// (Tables only need the first match, through [`cell`]; the full result is for tests.)
+#[cfg(test)]
 pub fn eval(path: &str, obj: &Value) -> Vec<Value> {
-    matches(path, obj).into_iter().cloned().collect()
+    find_all(path, obj).into_iter().cloned().collect()
 }
 
 /// Renders a printer-column cell the way kube-apiserver does for a column of the given OpenAPI
@@ -26,7 +28,7 @@ pub fn eval(path: &str, obj: &Value) -> Vec<Value> {
 /// `date` returns the raw string for the caller to turn into an age. A missing or mismatched
 /// value is `Value::Null`, which the table shows as `<none>`.
 pub fn cell(path: &str, column_type: &str, obj: &Value) -> Value {
-    let Some(first) = matches(path, obj).into_iter().next() else {
+    let Some(first) = find_all(path, obj).into_iter().next() else {
         return Value::Null;
     };
     match (column_type, first) {
@@ -59,7 +61,7 @@ fn as_text(value: &Value) -> Value {
     Value::String(text)
 }
 
-fn matches<'a>(path: &str, obj: &'a Value) -> Vec<&'a Value> {
+fn find_all<'a>(path: &str, obj: &'a Value) -> Vec<&'a Value> {
     match parse(path) {
         Some(steps) => run(&steps, obj),
         None => Vec::new(),

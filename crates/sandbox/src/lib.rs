@@ -14,7 +14,6 @@
 //! # Ok(()) }
 //! ```
 
-#[path = "/work/scratch/stubs/apply.rs"] // STUB
 mod apply;
 mod builtin;
 mod convert;
@@ -22,19 +21,15 @@ mod crd;
 mod error;
 mod field_error;
 mod http;
-#[path = "/work/scratch/stubs/jsonpath.rs"] // STUB
 mod jsonpath;
 mod lifecycle;
 mod meta;
 mod ops;
 mod query;
 mod resources;
-#[path = "/work/scratch/stubs/schema.rs"] // STUB
 mod schema;
-#[path = "/work/scratch/stubs/selector.rs"] // STUB
 mod selector;
 mod store;
-#[path = "/work/scratch/stubs/strategic_merge.rs"] // STUB
 mod strategic_merge;
 
 use std::net::SocketAddr;
@@ -80,9 +75,15 @@ pub enum SandboxError {
     #[error("the sandbox only listens on loopback addresses; {0} is not one")]
     NotLoopback(SocketAddr),
     #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("cannot write kubeconfig {path}: {source}")]
-    Kubeconfig { path: String, source: std::io::Error },
+    Kubeconfig {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// A running sandbox API server.
@@ -106,8 +107,14 @@ impl Sandbox {
         }
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
-            .map_err(|source| SandboxError::Bind { addr: config.listen, source })?;
-        let addr = listener.local_addr().map_err(|source| SandboxError::Bind { addr: config.listen, source })?;
+            .map_err(|source| SandboxError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| SandboxError::Bind {
+            addr: config.listen,
+            source,
+        })?;
         let store = Arc::new(store::Store::new(config.watch_window));
         seed(&store);
         let (shutdown, shutdown_rx) = watch::channel(false);
@@ -119,11 +126,18 @@ impl Sandbox {
             watch_epoch: watch::Sender::new(0),
             bookmark_interval: config.bookmark_interval,
         });
-        let mut tasks = Vec::new();
-        tasks.push(tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx.clone())));
-        tasks.push(tokio::spawn(serve(listener, http::router(app.clone()), shutdown_rx)));
+        let tasks = vec![
+            tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx.clone())),
+            tokio::spawn(serve(listener, http::router(app.clone()), shutdown_rx)),
+        ];
         tracing::debug!(%addr, "sandbox serving");
-        Ok(Self { addr, token: config.token, app, shutdown, tasks })
+        Ok(Self {
+            addr,
+            token: config.token,
+            app,
+            shutdown,
+            tasks,
+        })
     }
 
     /// The address served.
@@ -156,7 +170,10 @@ impl Sandbox {
 
     /// Writes [`Self::kubeconfig`] to a file (mode 0600: it may hold the token).
     pub fn write_kubeconfig(&self, path: &std::path::Path) -> Result<(), SandboxError> {
-        let fail = |source| SandboxError::Kubeconfig { path: path.display().to_string(), source };
+        let fail = |source| SandboxError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        };
         std::fs::write(path, self.kubeconfig()).map_err(fail)?;
         #[cfg(unix)]
         {
@@ -200,7 +217,11 @@ impl Drop for Sandbox {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut shutdown: watch::Receiver<bool>) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    mut shutdown: watch::Receiver<bool>,
+) {
     use axum::serve::ListenerExt as _;
     // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
     let listener = listener.tap_io(|tcp| {
@@ -209,14 +230,22 @@ async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut shut
     let stopped = async move {
         let _ = shutdown.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
         tracing::error!(error = %e, "sandbox server failed");
     }
 }
 
 fn seed(store: &store::Store) {
-    let Some(info) = store.read().registry.get("", "v1", "namespaces") else { return };
-    let opts = ops::WriteOptions { field_manager: "vigil-sandbox".into(), ..Default::default() };
+    let Some(info) = store.read().registry.get("", "v1", "namespaces") else {
+        return;
+    };
+    let opts = ops::WriteOptions {
+        field_manager: "vigil-sandbox".into(),
+        ..Default::default()
+    };
     for ns in INITIAL_NAMESPACES {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
         if let Err(e) = store.write(|s| ops::create(s, &info, "", body, &opts)) {

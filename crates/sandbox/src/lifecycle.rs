@@ -27,7 +27,10 @@ pub struct Loops {
 
 impl Default for Loops {
     fn default() -> Self {
-        Self { namespace_lifecycle: true, garbage_collector: true }
+        Self {
+            namespace_lifecycle: true,
+            garbage_collector: true,
+        }
     }
 }
 
@@ -40,7 +43,10 @@ pub async fn run(store: Arc<Store>, loops: Loops, mut shutdown: watch::Receiver<
         changes.mark_unchanged();
         let (triggers, next) = {
             let state = store.read();
-            (Triggers::from_events(state.all_events_after(cursor).ok().as_deref()), state.rv())
+            (
+                Triggers::from_events(state.all_events_after(cursor).ok().as_deref()),
+                state.rv(),
+            )
         };
         cursor = next;
         sweep(&store, loops, &triggers);
@@ -65,11 +71,21 @@ pub struct Triggers {
 impl Triggers {
     /// `None` means the log no longer reaches back: assume everything.
     fn from_events(events: Option<&[Event]>) -> Self {
-        let Some(events) = events else { return Self { gc: true, new_namespaces: Vec::new() } };
+        let Some(events) = events else {
+            return Self {
+                gc: true,
+                new_namespaces: Vec::new(),
+            };
+        };
         let gc = events.iter().any(|e| {
             e.kind == EventType::Deleted
-                || e.object.value.pointer("/metadata/ownerReferences").is_some()
-                || meta::finalizers(&e.object.value).iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+                || e.object
+                    .value
+                    .pointer("/metadata/ownerReferences")
+                    .is_some()
+                || meta::finalizers(&e.object.value)
+                    .iter()
+                    .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
         });
         let new_namespaces = events
             .iter()
@@ -121,9 +137,14 @@ fn find_work(state: &State, loops: Loops, triggers: &Triggers) -> Work {
         work.new_namespaces = triggers
             .new_namespaces
             .iter()
-            .filter(|ns| state.get("/namespaces", "", ns).is_some_and(|n| !meta::is_deleting(&n.value)))
             .filter(|ns| {
-                state.get("/serviceaccounts", ns, "default").is_none() || state.get("/configmaps", ns, ROOT_CA_CONFIGMAP).is_none()
+                state
+                    .get("/namespaces", "", ns)
+                    .is_some_and(|n| !meta::is_deleting(&n.value))
+            })
+            .filter(|ns| {
+                state.get("/serviceaccounts", ns, "default").is_none()
+                    || state.get("/configmaps", ns, ROOT_CA_CONFIGMAP).is_none()
             })
             .cloned()
             .collect();
@@ -160,12 +181,19 @@ fn find_gc_work(state: &State, work: &mut Work) {
     let mut with_owners = Vec::new();
     for key in state.storage_keys() {
         for obj in state.range(&key, None, None) {
-            alive.insert(meta::meta_str(&obj.value, "uid").to_owned(), obj.namespace().to_owned());
+            alive.insert(
+                meta::meta_str(&obj.value, "uid").to_owned(),
+                obj.namespace().to_owned(),
+            );
             if obj.value.pointer("/metadata/ownerReferences").is_some() {
                 with_owners.push((key.clone(), obj.clone()));
             }
             let finalizers = meta::finalizers(&obj.value);
-            if meta::is_deleting(&obj.value) && finalizers.iter().any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER) {
+            if meta::is_deleting(&obj.value)
+                && finalizers
+                    .iter()
+                    .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+            {
                 work.propagating.push((key.clone(), obj.clone()));
             }
         }
@@ -175,7 +203,11 @@ fn find_gc_work(state: &State, work: &mut Work) {
         // A namespaced owner only counts in the dependent's own namespace.
         let gone: HashSet<String> = owners
             .iter()
-            .filter(|uid| alive.get(*uid).is_none_or(|ns| !ns.is_empty() && ns != obj.namespace()))
+            .filter(|uid| {
+                alive
+                    .get(*uid)
+                    .is_none_or(|ns| !ns.is_empty() && ns != obj.namespace())
+            })
             .cloned()
             .collect();
         if gone.is_empty() {
@@ -194,13 +226,23 @@ fn find_gc_work(state: &State, work: &mut Work) {
 /// The served resource to act through for a storage key (its storage version).
 fn info_for(state: &State, storage_key: &str) -> Option<Arc<ResourceInfo>> {
     let infos = state.registry.by_storage_key(storage_key);
-    infos.iter().find(|i| i.api_version() == i.storage_api_version).or(infos.first()).cloned()
+    infos
+        .iter()
+        .find(|i| i.api_version() == i.storage_api_version)
+        .or(infos.first())
+        .cloned()
 }
 
 fn delete_quietly(state: &mut State, storage_key: &str, obj: &Stored) {
     if let Some(info) = info_for(state, storage_key) {
         // NotFound and Conflict just mean someone else got there first.
-        let _ = ops::delete(state, &info, obj.namespace(), obj.name(), &DeleteOptions::default());
+        let _ = ops::delete(
+            state,
+            &info,
+            obj.namespace(),
+            obj.name(),
+            &DeleteOptions::default(),
+        );
     }
 }
 
@@ -231,9 +273,15 @@ pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 /// What kube-controller-manager puts in every new namespace: a `default` ServiceAccount and the
 /// root CA ConfigMap. Clients see them on real clusters, so tests must see them here too.
 fn populate_namespace(state: &mut State, ns: &str) {
-    let opts = ops::WriteOptions { field_manager: "kube-controller-manager".into(), ..Default::default() };
+    let opts = ops::WriteOptions {
+        field_manager: "kube-controller-manager".into(),
+        ..Default::default()
+    };
     let objects = [
-        ("serviceaccounts", json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}})),
+        (
+            "serviceaccounts",
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}}),
+        ),
         (
             "configmaps",
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns},
@@ -271,7 +319,9 @@ fn terminate_namespace(state: &mut State, ns: &str) {
     if remaining > 0 {
         return;
     }
-    let Some(namespace) = state.get("/namespaces", "", ns) else { return };
+    let Some(namespace) = state.get("/namespaces", "", ns) else {
+        return;
+    };
     let mut obj = namespace.value.clone();
     if let Some(Value::Object(spec)) = obj.get_mut("spec") {
         spec.remove("finalizers");
@@ -284,22 +334,43 @@ fn terminate_namespace(state: &mut State, ns: &str) {
 }
 
 fn clean_up_crd(state: &mut State, crd: &Stored) {
-    let group = crd.value.pointer("/spec/group").and_then(Value::as_str).unwrap_or("");
-    let plural = crd.value.pointer("/spec/names/plural").and_then(Value::as_str).unwrap_or("");
+    let group = crd
+        .value
+        .pointer("/spec/group")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let plural = crd
+        .value
+        .pointer("/spec/names/plural")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let key = format!("{group}/{plural}");
     let objects: Vec<Arc<Stored>> = state.range(&key, None, None).cloned().collect();
     for obj in objects.iter().filter(|o| !meta::is_deleting(&o.value)) {
         delete_quietly(state, &key, obj);
     }
-    let Some(live) = state.get("apiextensions.k8s.io/customresourcedefinitions", "", crd.name()) else { return };
+    let Some(live) = state.get(
+        "apiextensions.k8s.io/customresourcedefinitions",
+        "",
+        crd.name(),
+    ) else {
+        return;
+    };
     if !objects.is_empty() {
         // Report the Terminating condition while instances remain.
         ops::sync_crd(state, &live.value);
         return;
     }
-    let rest: Vec<String> = meta::finalizers(&live.value).into_iter().filter(|f| f != CLEANUP_FINALIZER).collect();
+    let rest: Vec<String> = meta::finalizers(&live.value)
+        .into_iter()
+        .filter(|f| f != CLEANUP_FINALIZER)
+        .collect();
     if rest.is_empty() {
-        state.remove("apiextensions.k8s.io/customresourcedefinitions", "", crd.name());
+        state.remove(
+            "apiextensions.k8s.io/customresourcedefinitions",
+            "",
+            crd.name(),
+        );
         state.registry.set_crd_resources(crd.name(), Vec::new());
     } else if rest.len() != meta::finalizers(&live.value).len() {
         let mut obj = live.value.clone();
@@ -309,10 +380,16 @@ fn clean_up_crd(state: &mut State, crd: &Stored) {
 }
 
 fn drop_owner_refs(state: &mut State, key: &str, obj: &Stored, gone: &HashSet<String>) {
-    let Some(live) = state.get(key, obj.namespace(), obj.name()) else { return };
+    let Some(live) = state.get(key, obj.namespace(), obj.name()) else {
+        return;
+    };
     let mut value = live.value.clone();
     if let Some(Value::Array(refs)) = value.pointer_mut("/metadata/ownerReferences") {
-        refs.retain(|r| r.get("uid").and_then(Value::as_str).is_none_or(|u| !gone.contains(u)));
+        refs.retain(|r| {
+            r.get("uid")
+                .and_then(Value::as_str)
+                .is_none_or(|u| !gone.contains(u))
+        });
     }
     if value != live.value {
         state.put(key, value);
@@ -337,7 +414,9 @@ fn dependents_of(state: &State, owner: &Stored) -> Vec<(Arc<str>, Arc<Stored>)> 
 
 /// Foreground: delete dependents, then release the owner. Orphan: detach dependents, then release.
 fn propagate(state: &mut State, key: &str, owner: &Stored) {
-    let Some(live) = state.get(key, owner.namespace(), owner.name()) else { return };
+    let Some(live) = state.get(key, owner.namespace(), owner.name()) else {
+        return;
+    };
     let finalizers = meta::finalizers(&live.value);
     let uid = meta::meta_str(&live.value, "uid").to_owned();
     let dependents = dependents_of(state, &live);
@@ -350,7 +429,10 @@ fn propagate(state: &mut State, key: &str, owner: &Stored) {
         release.push(ORPHAN_FINALIZER);
     }
     if finalizers.iter().any(|f| f == FOREGROUND_FINALIZER) {
-        for (dkey, dep) in dependents.iter().filter(|(_, d)| !meta::is_deleting(&d.value)) {
+        for (dkey, dep) in dependents
+            .iter()
+            .filter(|(_, d)| !meta::is_deleting(&d.value))
+        {
             delete_quietly(state, dkey, dep);
         }
         if dependents_of(state, &live).is_empty() {
@@ -360,10 +442,23 @@ fn propagate(state: &mut State, key: &str, owner: &Stored) {
     if release.is_empty() {
         return;
     }
-    let Some(live) = state.get(key, owner.namespace(), owner.name()) else { return };
-    let rest: Vec<String> = meta::finalizers(&live.value).into_iter().filter(|f| !release.contains(&f.as_str())).collect();
+    let Some(live) = state.get(key, owner.namespace(), owner.name()) else {
+        return;
+    };
+    let rest: Vec<String> = meta::finalizers(&live.value)
+        .into_iter()
+        .filter(|f| !release.contains(&f.as_str()))
+        .collect();
     let mut value = live.value.clone();
-    meta::set_meta(&mut value, "finalizers", if rest.is_empty() { Value::Null } else { json!(rest) });
+    meta::set_meta(
+        &mut value,
+        "finalizers",
+        if rest.is_empty() {
+            Value::Null
+        } else {
+            json!(rest)
+        },
+    );
     if rest.is_empty() && meta::is_deleting(&value) {
         state.put(key, value);
         state.remove(key, owner.namespace(), owner.name());

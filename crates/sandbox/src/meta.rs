@@ -24,7 +24,10 @@ pub fn object_mut(v: &mut Value) -> &mut Map<String, Value> {
 
 /// A string field of `metadata`, or "".
 pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or("")
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or("")
 }
 
 /// `metadata.name`.
@@ -39,7 +42,9 @@ pub fn namespace(obj: &Value) -> &str {
 
 /// `metadata.labels` as a map, if set.
 pub fn labels(obj: &Value) -> Option<&Map<String, Value>> {
-    obj.get("metadata").and_then(|m| m.get("labels")).and_then(Value::as_object)
+    obj.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
 }
 
 /// `metadata.finalizers` as strings.
@@ -47,13 +52,20 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 /// Whether `metadata.deletionTimestamp` is set.
 pub fn is_deleting(obj: &Value) -> bool {
-    obj.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|v| !v.is_null())
+    obj.get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_some_and(|v| !v.is_null())
 }
 
 /// Sets or removes a metadata field (`Null` removes).
@@ -71,11 +83,6 @@ pub fn now_rfc3339() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
-/// Now, as metav1.MicroTime prints it.
-pub fn now_micro() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-}
-
 /// A fresh random UID (UUID v4 text).
 pub fn new_uid() -> String {
     let b: [u8; 16] = rand::random();
@@ -89,13 +96,22 @@ pub fn new_uid() -> String {
         })
         .map(|byte| format!("{byte:02x}"))
         .collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The 5-character suffix the server appends to `generateName`.
 pub fn generate_name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
@@ -106,7 +122,8 @@ fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -190,7 +207,8 @@ fn is_label_value(v: &str) -> bool {
     let b = v.as_bytes();
     b.is_empty()
         || (b.len() <= 63
-            && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
             && b[0].is_ascii_alphanumeric()
             && b[b.len() - 1].is_ascii_alphanumeric())
 }
@@ -200,12 +218,18 @@ fn is_label_value(v: &str) -> bool {
 pub fn validate_object_meta(obj: &Value, rule: NameRule, check_name: bool) -> Vec<FieldError> {
     let mut errors = Vec::new();
     let Some(meta) = obj.get("metadata").and_then(Value::as_object) else {
-        return vec![FieldError::required("metadata.name", "name or generateName is required")];
+        return vec![FieldError::required(
+            "metadata.name",
+            "name or generateName is required",
+        )];
     };
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     if check_name {
         if name.is_empty() {
-            errors.push(FieldError::required("metadata.name", "name or generateName is required"));
+            errors.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
         } else {
             for problem in name_problems(name, rule) {
                 errors.push(FieldError::invalid("metadata.name", &json!(name), &problem));
@@ -230,9 +254,17 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, check_name: bool) -> Ve
     if let Some(owners) = meta.get("ownerReferences").and_then(Value::as_array) {
         for (i, owner) in owners.iter().enumerate() {
             for field in ["apiVersion", "kind", "name", "uid"] {
-                if owner.get(field).and_then(Value::as_str).is_none_or(str::is_empty) {
+                if owner
+                    .get(field)
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
                     let path = format!("metadata.ownerReferences[{i}].{field}");
-                    let msg = if field == "uid" { "uid must not be empty" } else { "" };
+                    let msg = if field == "uid" {
+                        "uid must not be empty"
+                    } else {
+                        ""
+                    };
                     errors.push(if field == "uid" {
                         FieldError::invalid(path, &json!(""), msg)
                     } else {
@@ -241,7 +273,10 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, check_name: bool) -> Ve
                 }
             }
         }
-        let controllers = owners.iter().filter(|o| o.get("controller").and_then(Value::as_bool) == Some(true)).count();
+        let controllers = owners
+            .iter()
+            .filter(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+            .count();
         if controllers > 1 {
             errors.push(FieldError::invalid(
                 "metadata.ownerReferences",
@@ -255,12 +290,20 @@ pub fn validate_object_meta(obj: &Value, rule: NameRule, check_name: bool) -> Ve
 
 fn validate_labels(labels: &Value, errors: &mut Vec<FieldError>) {
     let Some(map) = labels.as_object() else {
-        errors.push(FieldError::invalid("metadata.labels", labels, "must be a map of strings"));
+        errors.push(FieldError::invalid(
+            "metadata.labels",
+            labels,
+            "must be a map of strings",
+        ));
         return;
     };
     for (key, value) in map {
         for problem in qualified_name_problems(key) {
-            errors.push(FieldError::invalid("metadata.labels", &json!(key), &problem));
+            errors.push(FieldError::invalid(
+                "metadata.labels",
+                &json!(key),
+                &problem,
+            ));
         }
         match value.as_str() {
             Some(v) if is_label_value(v) => {}
@@ -279,21 +322,36 @@ const ANNOTATIONS_MAX_BYTES: usize = 256 * 1024;
 
 fn validate_annotations(annotations: &Value, errors: &mut Vec<FieldError>) {
     let Some(map) = annotations.as_object() else {
-        errors.push(FieldError::invalid("metadata.annotations", annotations, "must be a map of strings"));
+        errors.push(FieldError::invalid(
+            "metadata.annotations",
+            annotations,
+            "must be a map of strings",
+        ));
         return;
     };
     let mut total = 0;
     for (key, value) in map {
         for problem in qualified_name_problems(&key.to_lowercase()) {
-            errors.push(FieldError::invalid("metadata.annotations", &json!(key), &problem));
+            errors.push(FieldError::invalid(
+                "metadata.annotations",
+                &json!(key),
+                &problem,
+            ));
         }
         total += key.len() + value.as_str().map_or(0, str::len);
         if !value.is_string() {
-            errors.push(FieldError::invalid(child_path("metadata.annotations", key), value, "must be a string"));
+            errors.push(FieldError::invalid(
+                child_path("metadata.annotations", key),
+                value,
+                "must be a string",
+            ));
         }
     }
     if total > ANNOTATIONS_MAX_BYTES {
-        errors.push(FieldError::too_long("metadata.annotations", "must have at most 262144 bytes"));
+        errors.push(FieldError::too_long(
+            "metadata.annotations",
+            "must have at most 262144 bytes",
+        ));
     }
 }
 
@@ -317,9 +375,15 @@ mod tests {
         let obj = json!({"metadata": {"name": "Bad_Name", "labels": {"ok": "yes", "bad key": "v", "k": "-x"}}});
         let errs = validate_object_meta(&obj, NameRule::Subdomain, true);
         let fields: Vec<&str> = errs.iter().map(|e| e.field.as_str()).collect();
-        assert_eq!(fields, vec!["metadata.name", "metadata.labels", "metadata.labels"]);
+        assert_eq!(
+            fields,
+            vec!["metadata.name", "metadata.labels", "metadata.labels"]
+        );
         let missing = validate_object_meta(&json!({"metadata": {}}), NameRule::Subdomain, true);
-        assert_eq!(missing[0].to_string(), "metadata.name: Required value: name or generateName is required");
+        assert_eq!(
+            missing[0].to_string(),
+            "metadata.name: Required value: name or generateName is required"
+        );
     }
 
     #[test]

@@ -111,7 +111,11 @@ pub const ORPHAN_FINALIZER: &str = "orphan";
 pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
 
 fn obj_ns(info: &ResourceInfo, ns: &str) -> String {
-    if info.namespaced { ns.to_owned() } else { String::new() }
+    if info.namespaced {
+        ns.to_owned()
+    } else {
+        String::new()
+    }
 }
 
 /// Sets or checks the body's namespace against the request path.
@@ -134,8 +138,15 @@ fn normalize_namespace(info: &ResourceInfo, ns: &str, obj: &mut Value) -> Result
 }
 
 /// Metadata the server owns; a client's values are ignored.
-const SERVER_META: &[&str] =
-    &["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "selfLink", "managedFields"];
+const SERVER_META: &[&str] = &[
+    "uid",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "generation",
+    "selfLink",
+    "managedFields",
+];
 
 fn check_namespace_usable(state: &State, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
     if !info.namespaced {
@@ -159,15 +170,30 @@ fn check_namespace_usable(state: &State, info: &ResourceInfo, ns: &str) -> Resul
 
 /// CRD pruning and defaulting of a body at the request's version. Unknown fields become warnings
 /// or, under Strict, errors.
-fn prune_and_default(info: &ResourceInfo, obj: &mut Value, opts: &WriteOptions, warnings: &mut Vec<String>) -> Result<(), ApiError> {
-    let Some(schema) = info.crd.as_ref().and_then(|c| c.schema.as_ref()) else { return Ok(()) };
+fn prune_and_default(
+    info: &ResourceInfo,
+    obj: &mut Value,
+    opts: &WriteOptions,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let Some(schema) = info.crd.as_ref().and_then(|c| c.schema.as_ref()) else {
+        return Ok(());
+    };
     let pruned = schema::prune(schema, obj);
     match opts.field_validation {
         FieldValidation::Ignore => {}
-        FieldValidation::Warn => warnings.extend(pruned.iter().map(|f| format!("unknown field \"{f}\""))),
+        FieldValidation::Warn => {
+            warnings.extend(pruned.iter().map(|f| format!("unknown field \"{f}\"")))
+        }
         FieldValidation::Strict if !pruned.is_empty() => {
-            let list: Vec<String> = pruned.iter().map(|f| format!("unknown field \"{f}\"")).collect();
-            return Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))));
+            let list: Vec<String> = pruned
+                .iter()
+                .map(|f| format!("unknown field \"{f}\""))
+                .collect();
+            return Err(ApiError::bad_request(format!(
+                "strict decoding error: {}",
+                list.join(", ")
+            )));
         }
         FieldValidation::Strict => {}
     }
@@ -201,7 +227,10 @@ fn generation_content<'a>(info: &ResourceInfo, obj: &'a Value) -> Vec<(&'a Strin
     obj.as_object()
         .into_iter()
         .flatten()
-        .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "apiVersion" | "kind") && !(skip_status && *k == "status"))
+        .filter(|(k, _)| {
+            !(matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
+                || (skip_status && *k == "status"))
+        })
         .collect()
 }
 
@@ -219,7 +248,13 @@ fn differs(a: &Value, b: &Value) -> bool {
 }
 
 /// Creates an object.
-pub fn create(state: &mut State, info: &ResourceInfo, ns: &str, body: Value, opts: &WriteOptions) -> Result<Written, ApiError> {
+pub fn create(
+    state: &mut State,
+    info: &ResourceInfo,
+    ns: &str,
+    body: Value,
+    opts: &WriteOptions,
+) -> Result<Written, ApiError> {
     create_tracked(state, info, ns, body, opts, Tracking::Update)
 }
 
@@ -234,7 +269,9 @@ fn create_tracked(
     let mut warnings = Vec::new();
     normalize_namespace(info, ns, &mut obj)?;
     if !meta::meta_str(&obj, "resourceVersion").is_empty() {
-        return Err(ApiError::bad_request("resourceVersion should not be set on objects to be created"));
+        return Err(ApiError::bad_request(
+            "resourceVersion should not be set on objects to be created",
+        ));
     }
     let applied_fields = obj.pointer("/metadata/managedFields").cloned();
     let meta_map = meta::meta_mut(&mut obj);
@@ -243,10 +280,14 @@ fn create_tracked(
     }
     prune_and_default(info, &mut obj, opts, &mut warnings)?;
     let mut obj = convert::to_storage(info, obj);
-    if let StatusMode::Subresource { keep_on_create: false } = info.status {
-        if let Value::Object(m) = &mut obj {
-            m.remove("status");
-        }
+    if let (
+        StatusMode::Subresource {
+            keep_on_create: false,
+        },
+        Value::Object(m),
+    ) = (info.status, &mut obj)
+    {
+        m.remove("status");
     }
     builtin::initial_status(info, &mut obj);
     builtin::apply_defaults(info, &mut obj, None, &mut || state.allocate_cluster_ip());
@@ -278,14 +319,29 @@ fn create_tracked(
     }
     match (tracking, applied_fields) {
         (Tracking::Applied, Some(fields)) => meta::set_meta(&mut obj, "managedFields", fields),
-        _ => apply::record_update(None, &mut obj, &opts.field_manager, &info.api_version(), &now, None),
+        _ => apply::record_update(
+            None,
+            &mut obj,
+            &opts.field_manager,
+            &info.api_version(),
+            &now,
+            None,
+        ),
     }
     if opts.dry_run {
-        return Ok(Written { object: Stored::new(obj, 0), warnings, created: true });
+        return Ok(Written {
+            object: Stored::new(obj, 0),
+            warnings,
+            created: true,
+        });
     }
     let stored = state.put(&info.storage_key, obj);
     let stored = after_write(state, info, stored);
-    Ok(Written { object: stored, warnings, created: true })
+    Ok(Written {
+        object: stored,
+        warnings,
+        created: true,
+    })
 }
 
 /// Side effects of a committed write: a CRD's resources are (re)registered and its status set.
@@ -300,7 +356,11 @@ fn after_write(state: &mut State, info: &ResourceInfo, stored: Arc<Stored>) -> A
 pub fn sync_crd(state: &mut State, crd_obj: &Value) -> Option<Arc<Stored>> {
     let name = meta::name(crd_obj).to_owned();
     let conflict = crd::names_conflict(&state.registry, crd_obj);
-    let resources = if conflict.is_none() { crd::served_resources(crd_obj) } else { Vec::new() };
+    let resources = if conflict.is_none() {
+        crd::served_resources(crd_obj)
+    } else {
+        Vec::new()
+    };
     state.registry.set_crd_resources(&name, resources);
     let status = crd::status(crd_obj, conflict.as_deref(), &meta::now_rfc3339());
     if crd_obj.get("status") == Some(&status) {
@@ -360,18 +420,29 @@ fn update_tracked(
     }
     let body = convert::to_storage(info, body);
     let mut new = merge_into_old(info, &old.value, body, target);
-    builtin::apply_defaults(info, &mut new, Some(&old.value), &mut || state.allocate_cluster_ip());
+    builtin::apply_defaults(info, &mut new, Some(&old.value), &mut || {
+        state.allocate_cluster_ip()
+    });
     if is_crd_kind(info) {
         crd::apply_defaults(&mut new, false);
     }
     if meta::is_deleting(&old.value) {
         let old_finalizers = meta::finalizers(&old.value);
-        let added: Vec<String> = meta::finalizers(&new).into_iter().filter(|f| !old_finalizers.contains(f)).collect();
+        let added: Vec<String> = meta::finalizers(&new)
+            .into_iter()
+            .filter(|f| !old_finalizers.contains(f))
+            .collect();
         if !added.is_empty() {
-            let list = added.iter().map(|f| format!("{f:?}")).collect::<Vec<_>>().join(", ");
+            let list = added
+                .iter()
+                .map(|f| format!("{f:?}"))
+                .collect::<Vec<_>>()
+                .join(", ");
             let e = FieldError::forbidden(
                 "metadata.finalizers",
-                &format!("no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"),
+                &format!(
+                    "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{list}}}"
+                ),
             );
             return Err(invalid(info, &new, &[e]));
         }
@@ -380,7 +451,11 @@ fn update_tracked(
     if !errors.is_empty() {
         return Err(invalid(info, &new, &errors));
     }
-    let old_generation = old.value.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+    let old_generation = old
+        .value
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
     let generation = if generation_content(info, &new) != generation_content(info, &old.value) {
         old_generation + 1
     } else {
@@ -390,25 +465,50 @@ fn update_tracked(
         meta::set_meta(&mut new, "generation", json!(generation));
     }
     if !differs(&new, &old.value) {
-        return Ok(Written { object: old, warnings, created: false });
+        return Ok(Written {
+            object: old,
+            warnings,
+            created: false,
+        });
     }
     let now = meta::now_rfc3339();
     match (tracking, applied_fields) {
         (Tracking::Applied, Some(fields)) => meta::set_meta(&mut new, "managedFields", fields),
-        _ => apply::record_update(Some(&old.value), &mut new, &opts.field_manager, &info.api_version(), &now, target.subresource()),
+        _ => apply::record_update(
+            Some(&old.value),
+            &mut new,
+            &opts.field_manager,
+            &info.api_version(),
+            &now,
+            target.subresource(),
+        ),
     }
     if opts.dry_run {
-        return Ok(Written { object: Stored::new(new, old.rv), warnings, created: false });
+        return Ok(Written {
+            object: Stored::new(new, old.rv),
+            warnings,
+            created: false,
+        });
     }
     if meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !is_namespace(info) {
         // The last finalizer is gone: the object goes away now.
         state.put(&info.storage_key, new);
         let gone = state.remove(&info.storage_key, &ns, name);
-        return gone.map(|object| Written { object, warnings, created: false }).ok_or_else(|| ApiError::internal("object vanished"));
+        return gone
+            .map(|object| Written {
+                object,
+                warnings,
+                created: false,
+            })
+            .ok_or_else(|| ApiError::internal("object vanished"));
     }
     let stored = state.put(&info.storage_key, new);
     let stored = after_write(state, info, stored);
-    Ok(Written { object: stored, warnings, created: false })
+    Ok(Written {
+        object: stored,
+        warnings,
+        created: false,
+    })
 }
 
 fn strip_rv(mut obj: Value) -> Value {
@@ -428,16 +528,17 @@ fn merge_into_old(info: &ResourceInfo, old: &Value, body: Value, target: Target)
         Target::Main => {
             let mut new = body;
             for field in SERVER_META.iter().chain(["name", "namespace"].iter()) {
-                let value = old.pointer(&format!("/metadata/{field}")).cloned().unwrap_or(Value::Null);
+                let value = old
+                    .pointer(&format!("/metadata/{field}"))
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 meta::set_meta(&mut new, field, value);
             }
-            if info.has_status_subresource() {
-                if let Value::Object(m) = &mut new {
-                    match old.get("status") {
-                        Some(s) => m.insert("status".into(), s.clone()),
-                        None => m.remove("status"),
-                    };
-                }
+            if let (true, Value::Object(m)) = (info.has_status_subresource(), &mut new) {
+                match old.get("status") {
+                    Some(s) => m.insert("status".into(), s.clone()),
+                    None => m.remove("status"),
+                };
             }
             new
         }
@@ -453,7 +554,10 @@ fn merge_into_old(info: &ResourceInfo, old: &Value, body: Value, target: Target)
         }
         Target::Finalize => {
             let mut new = old.clone();
-            let finalizers = body.pointer("/spec/finalizers").cloned().unwrap_or(json!([]));
+            let finalizers = body
+                .pointer("/spec/finalizers")
+                .cloned()
+                .unwrap_or(json!([]));
             meta::object_mut(&mut new["spec"]).insert("finalizers".into(), finalizers);
             new
         }
@@ -474,7 +578,9 @@ pub fn patch(
 ) -> Result<Written, ApiError> {
     let ns = obj_ns(info, ns);
     let live = state.get(&info.storage_key, &ns, name);
-    let current = live.as_ref().map(|s| convert::from_storage(info, &s.value).into_owned());
+    let current = live
+        .as_ref()
+        .map(|s| convert::from_storage(info, &s.value).into_owned());
     if let PatchType::Apply { force } = patch_type {
         return server_side_apply(state, info, &ns, name, current, patch, opts, target, force);
     }
@@ -486,14 +592,21 @@ pub fn patch(
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            json_patch::patch(&mut current, &ops)
-                .map_err(|e| ApiError::with_code(422, format!("the server rejected our request due to an error in our request: {e}")))?;
+            json_patch::patch(&mut current, &ops).map_err(|e| {
+                ApiError::with_code(
+                    422,
+                    format!("the server rejected our request due to an error in our request: {e}"),
+                )
+            })?;
         }
         PatchType::Strategic => {
             if info.crd.is_some() {
-                return Err(ApiError::unsupported_media_type("application/strategic-merge-patch+json"));
+                return Err(ApiError::unsupported_media_type(
+                    "application/strategic-merge-patch+json",
+                ));
             }
-            current = strategic_merge::apply_patch(&info.kind, &current, &patch).map_err(ApiError::bad_request)?;
+            current = strategic_merge::apply_patch(&info.kind, &current, &patch)
+                .map_err(ApiError::bad_request)?;
         }
         PatchType::Apply { .. } => {}
     }
@@ -516,7 +629,9 @@ fn server_side_apply(
     force: bool,
 ) -> Result<Written, ApiError> {
     if opts.field_manager.is_empty() {
-        return Err(ApiError::bad_request("PATCH /apply requests require a fieldManager"));
+        return Err(ApiError::bad_request(
+            "PATCH /apply requests require a fieldManager",
+        ));
     }
     let applied_name = meta::name(&applied);
     if !applied_name.is_empty() && applied_name != name {
@@ -524,7 +639,11 @@ fn server_side_apply(
             "the name of the object ({applied_name}) does not match the name on the URL ({name})"
         )));
     }
+    if applied.pointer("/metadata/managedFields").is_some() {
+        return Err(ApiError::bad_request("metadata.managedFields must be nil"));
+    }
     meta::set_meta(&mut applied, "name", json!(name));
+    restrict_to_target(info, &mut applied, target);
     let api_version = info.api_version();
     let now = meta::now_rfc3339();
     let req = apply::ApplyRequest {
@@ -538,18 +657,48 @@ fn server_side_apply(
     let merged = apply::server_side_apply(current.as_ref(), &applied, &req).map_err(|conflicts| {
         let causes = conflicts
             .iter()
-            .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {:?} using {api_version}", c.manager), "field": c.field}))
+            .map(|c| json!({"reason": "FieldManagerConflict", "message": c.cause_message(&api_version), "field": c.field}))
             .collect();
         ApiError::conflict_with_causes(&info.group, &info.resource, name, apply::conflict_message(&conflicts, &api_version), causes)
     })?;
     match current {
         None => create_tracked(state, info, ns, strip_rv(merged), opts, Tracking::Applied),
-        Some(_) => update_tracked(state, info, ns, name, merged, opts, target, Tracking::Applied),
+        Some(_) => update_tracked(
+            state,
+            info,
+            ns,
+            name,
+            merged,
+            opts,
+            target,
+            Tracking::Applied,
+        ),
+    }
+}
+
+/// Keeps only what the endpoint may change: a main-resource apply cannot set status, a `/status`
+/// apply sets nothing but status.
+fn restrict_to_target(info: &ResourceInfo, applied: &mut Value, target: Target) {
+    let Value::Object(map) = applied else { return };
+    match target {
+        Target::Main if info.has_status_subresource() => {
+            map.remove("status");
+        }
+        Target::Status => {
+            map.retain(|k, _| matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+        }
+        _ => {}
     }
 }
 
 /// Deletes an object: at once, or by marking it (finalizers, graceful pods, namespaces).
-pub fn delete(state: &mut State, info: &ResourceInfo, ns: &str, name: &str, opts: &DeleteOptions) -> Result<Deleted, ApiError> {
+pub fn delete(
+    state: &mut State,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    opts: &DeleteOptions,
+) -> Result<Deleted, ApiError> {
     let ns = obj_ns(info, ns);
     let Some(old) = state.get(&info.storage_key, &ns, name) else {
         return Err(ApiError::not_found(&info.group, &info.resource, name));
@@ -589,9 +738,21 @@ pub fn delete(state: &mut State, info: &ResourceInfo, ns: &str, name: &str, opts
             return Ok(Deleted::Pending(old));
         }
         let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
-        meta::set_meta(&mut obj, "deletionTimestamp", json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)));
+        meta::set_meta(
+            &mut obj,
+            "deletionTimestamp",
+            json!(at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        );
         meta::set_meta(&mut obj, "deletionGracePeriodSeconds", json!(grace));
-        meta::set_meta(&mut obj, "finalizers", if finalizers.is_empty() { Value::Null } else { json!(finalizers) });
+        meta::set_meta(
+            &mut obj,
+            "finalizers",
+            if finalizers.is_empty() {
+                Value::Null
+            } else {
+                json!(finalizers)
+            },
+        );
         return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
     }
     if !finalizers.is_empty() {
@@ -612,8 +773,17 @@ pub fn delete(state: &mut State, info: &ResourceInfo, ns: &str, name: &str, opts
     }
 }
 
-fn commit_marked(state: &mut State, info: &ResourceInfo, obj: Value, opts: &DeleteOptions) -> Arc<Stored> {
-    if opts.dry_run { Stored::new(obj, 0) } else { state.put(&info.storage_key, obj) }
+fn commit_marked(
+    state: &mut State,
+    info: &ResourceInfo,
+    obj: Value,
+    opts: &DeleteOptions,
+) -> Arc<Stored> {
+    if opts.dry_run {
+        Stored::new(obj, 0)
+    } else {
+        state.put(&info.storage_key, obj)
+    }
 }
 
 fn push_unique(list: &mut Vec<String>, item: &str) {
@@ -627,19 +797,32 @@ fn pod_grace_period(info: &ResourceInfo, pod: &Value, opts: &DeleteOptions) -> O
     if !(info.group.is_empty() && info.resource == "pods") {
         return None;
     }
-    let bound = pod.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-    let finished = matches!(pod.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+    let bound = pod
+        .pointer("/spec/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    );
     if !bound || finished {
         return Some(0);
     }
     Some(
         opts.grace_period_seconds
-            .or_else(|| pod.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64))
+            .or_else(|| {
+                pod.pointer("/spec/terminationGracePeriodSeconds")
+                    .and_then(Value::as_i64)
+            })
             .unwrap_or(30),
     )
 }
 
-fn check_preconditions(info: &ResourceInfo, old: &Stored, opts: &DeleteOptions) -> Result<(), ApiError> {
+fn check_preconditions(
+    info: &ResourceInfo,
+    old: &Stored,
+    opts: &DeleteOptions,
+) -> Result<(), ApiError> {
     let name = old.name();
     if let Some(uid) = opts.precondition_uid.as_deref() {
         let actual = meta::meta_str(&old.value, "uid");
@@ -648,7 +831,9 @@ fn check_preconditions(info: &ResourceInfo, old: &Stored, opts: &DeleteOptions) 
                 &info.group,
                 &info.resource,
                 name,
-                &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                ),
             ));
         }
     }
@@ -659,7 +844,9 @@ fn check_preconditions(info: &ResourceInfo, old: &Stored, opts: &DeleteOptions) 
                 &info.group,
                 &info.resource,
                 name,
-                &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"),
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                ),
             ));
         }
     }

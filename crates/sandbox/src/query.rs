@@ -25,7 +25,12 @@ pub struct Filter {
 
 impl Filter {
     /// Parses the selectors, rejecting field keys the resource does not support (400, as the server does).
-    pub fn new(info: &ResourceInfo, namespace: Option<&str>, label_selector: &str, field_selector: &str) -> Result<Self, ApiError> {
+    pub fn new(
+        info: &ResourceInfo,
+        namespace: Option<&str>,
+        label_selector: &str,
+        field_selector: &str,
+    ) -> Result<Self, ApiError> {
         let labels = LabelSelector::parse(label_selector).map_err(ApiError::bad_request)?;
         let fields = FieldSelector::parse(field_selector).map_err(ApiError::bad_request)?;
         if let Some(key) = fields.keys().find(|k| !info.supports_field_selector(k)) {
@@ -43,15 +48,20 @@ impl Filter {
 
     /// Whether a stored object is selected.
     pub fn matches(&self, obj: &Value) -> bool {
-        if let Some(ns) = &self.namespace {
-            if meta::namespace(obj) != ns {
-                return false;
-            }
+        if self
+            .namespace
+            .as_deref()
+            .is_some_and(|ns| meta::namespace(obj) != ns)
+        {
+            return false;
         }
         if !self.labels.is_empty() && !self.labels.matches(meta::labels(obj)) {
             return false;
         }
-        self.fields.is_empty() || self.fields.matches(|key| field_value(obj, &self.storage_field(key)))
+        self.fields.is_empty()
+            || self
+                .fields
+                .matches(|key| field_value(obj, &self.storage_field(key)))
     }
 
     /// events.k8s.io field names map onto the stored core/v1 names.
@@ -79,7 +89,13 @@ pub struct Page {
 }
 
 /// Reads a page of objects matching `filter`, resuming after a continue token.
-pub fn list(state: &State, info: &ResourceInfo, filter: &Filter, limit: Option<usize>, continue_token: Option<&str>) -> Result<Page, ApiError> {
+pub fn list(
+    state: &State,
+    info: &ResourceInfo,
+    filter: &Filter,
+    limit: Option<usize>,
+    continue_token: Option<&str>,
+) -> Result<Page, ApiError> {
     let (rv, after) = match continue_token.filter(|t| !t.is_empty()) {
         Some(token) => {
             let (rv, key) = decode_continue(token)?;
@@ -96,7 +112,11 @@ pub fn list(state: &State, info: &ResourceInfo, filter: &Filter, limit: Option<u
     let mut items = Vec::new();
     let mut remaining = 0usize;
     let mut last_key: Option<ObjectKey> = None;
-    for obj in state.range(&info.storage_key, filter.namespace.as_deref(), after.as_ref()) {
+    for obj in state.range(
+        &info.storage_key,
+        filter.namespace.as_deref(),
+        after.as_ref(),
+    ) {
         if !filter.matches(&obj.value) {
             continue;
         }
@@ -107,8 +127,15 @@ pub fn list(state: &State, info: &ResourceInfo, filter: &Filter, limit: Option<u
         last_key = Some((obj.namespace().to_owned(), obj.name().to_owned()));
         items.push(obj.clone());
     }
-    let continue_token = (remaining > 0).then(|| last_key.map(|k| encode_continue(rv, &k))).flatten();
-    Ok(Page { items, resource_version: rv, remaining: (remaining > 0).then_some(remaining), continue_token })
+    let continue_token = (remaining > 0)
+        .then(|| last_key.map(|k| encode_continue(rv, &k)))
+        .flatten();
+    Ok(Page {
+        items,
+        resource_version: rv,
+        remaining: (remaining > 0).then_some(remaining),
+        continue_token,
+    })
 }
 
 fn encode_continue(rv: u64, key: &ObjectKey) -> String {
@@ -118,17 +145,28 @@ fn encode_continue(rv: u64, key: &ObjectKey) -> String {
 
 fn decode_continue(token: &str) -> Result<(u64, ObjectKey), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
-    let bytes = base64::engine::general_purpose::URL_SAFE.decode(token).map_err(|_| bad())?;
+    let bytes = base64::engine::general_purpose::URL_SAFE
+        .decode(token)
+        .map_err(|_| bad())?;
     let value: Value = serde_json::from_slice(&bytes).map_err(|_| bad())?;
     let rv = value.get("rv").and_then(Value::as_u64).ok_or_else(bad)?;
-    let ns = value.pointer("/start/0").and_then(Value::as_str).ok_or_else(bad)?;
-    let name = value.pointer("/start/1").and_then(Value::as_str).ok_or_else(bad)?;
+    let ns = value
+        .pointer("/start/0")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?;
+    let name = value
+        .pointer("/start/1")
+        .and_then(Value::as_str)
+        .ok_or_else(bad)?;
     Ok((rv, (ns.to_owned(), name.to_owned())))
 }
 
 /// Serializes an object for `info`'s version, reusing the stored bytes when no conversion is needed.
 pub fn object_json(info: &ResourceInfo, stored: &Stored) -> bytes::Bytes {
-    if convert::is_storage_form(info) && stored.value.get("apiVersion").and_then(Value::as_str) == Some(info.storage_api_version.as_str()) {
+    if convert::is_storage_form(info)
+        && stored.value.get("apiVersion").and_then(Value::as_str)
+            == Some(info.storage_api_version.as_str())
+    {
         return stored.json.clone();
     }
     let converted = convert::from_storage(info, &stored.value);
@@ -147,7 +185,9 @@ mod tests {
             let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "a", "name": format!("c{i}"), "labels": {"n": i.to_string()}}});
             store.write(|s| s.put("/configmaps", obj));
         }
-        let info = crate::resources::Registry::builtin().get("", "v1", "configmaps").expect("builtin");
+        let info = crate::resources::Registry::builtin()
+            .get("", "v1", "configmaps")
+            .expect("builtin");
         let state = store.read();
         let filter = Filter::new(&info, Some("a"), "n!=3", "").expect("valid");
         let first = list(&state, &info, &filter, Some(2), None).expect("page");

@@ -77,7 +77,11 @@ pub struct ResourceInfo {
 impl ResourceInfo {
     /// `apps/v1` or `v1`.
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// Whether `/status` is served.
@@ -87,7 +91,16 @@ impl ResourceInfo {
 
     /// The verbs advertised in discovery.
     pub fn verbs(&self) -> Vec<&'static str> {
-        let mut verbs = vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+        let mut verbs = vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
         if self.resource == "namespaces" {
             verbs.retain(|v| *v != "deletecollection");
         }
@@ -96,7 +109,9 @@ impl ResourceInfo {
 
     /// Whether `key` may be used in a field selector on this resource.
     pub fn supports_field_selector(&self, key: &str) -> bool {
-        key == "metadata.name" || (self.namespaced && key == "metadata.namespace") || self.field_selectors.contains(&key)
+        key == "metadata.name"
+            || (self.namespaced && key == "metadata.namespace")
+            || self.field_selectors.contains(&key)
     }
 }
 
@@ -118,7 +133,9 @@ struct Builtin {
 
 const ALL: &[&str] = &["all"];
 const NONE: &[&str] = &[];
-const DROP: StatusMode = StatusMode::Subresource { keep_on_create: false };
+const DROP: StatusMode = StatusMode::Subresource {
+    keep_on_create: false,
+};
 const POD_FIELDS: &[&str] = &[
     "spec.nodeName",
     "spec.restartPolicy",
@@ -234,7 +251,10 @@ pub struct Registry {
 impl Registry {
     /// The registry of built-in kinds.
     pub fn builtin() -> Self {
-        let mut registry = Self { by_gvr: BTreeMap::new(), group_order: Vec::new() };
+        let mut registry = Self {
+            by_gvr: BTreeMap::new(),
+            group_order: Vec::new(),
+        };
         for b in BUILTINS {
             registry.insert(builtin_info(b));
         }
@@ -245,13 +265,19 @@ impl Registry {
         if !self.group_order.contains(&info.group) {
             self.group_order.push(info.group.clone());
         }
-        let key = (info.group.clone(), info.version.clone(), info.resource.clone());
+        let key = (
+            info.group.clone(),
+            info.version.clone(),
+            info.resource.clone(),
+        );
         self.by_gvr.insert(key, Arc::new(info));
     }
 
     /// The resource served at `group/version/resource`.
     pub fn get(&self, group: &str, version: &str, resource: &str) -> Option<Arc<ResourceInfo>> {
-        self.by_gvr.get(&(group.to_owned(), version.to_owned(), resource.to_owned())).cloned()
+        self.by_gvr
+            .get(&(group.to_owned(), version.to_owned(), resource.to_owned()))
+            .cloned()
     }
 
     /// The resources of one group version, sorted by name.
@@ -265,7 +291,11 @@ impl Registry {
 
     /// Every resource stored under a storage key (all versions).
     pub fn by_storage_key(&self, storage_key: &str) -> Vec<Arc<ResourceInfo>> {
-        self.by_gvr.values().filter(|i| &*i.storage_key == storage_key).cloned().collect()
+        self.by_gvr
+            .values()
+            .filter(|i| &*i.storage_key == storage_key)
+            .cloned()
+            .collect()
     }
 
     /// The groups served, each with its versions (preferred first). The core group is named "".
@@ -274,7 +304,7 @@ impl Registry {
             .iter()
             .filter_map(|group| {
                 let mut versions: Vec<String> = Vec::new();
-                for ((g, v, _), _) in &self.by_gvr {
+                for (g, v, _) in self.by_gvr.keys() {
                     if g == group && !versions.contains(v) {
                         versions.push(v.clone());
                     }
@@ -282,15 +312,19 @@ impl Registry {
                 if versions.is_empty() {
                     return None;
                 }
-                versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
-                Some(GroupInfo { name: group.clone(), versions })
+                versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+                Some(GroupInfo {
+                    name: group.clone(),
+                    versions,
+                })
             })
             .collect()
     }
 
     /// Replaces the resources a CRD serves with `infos` (empty to unregister it).
     pub fn set_crd_resources(&mut self, crd_name: &str, infos: Vec<ResourceInfo>) {
-        self.by_gvr.retain(|_, i| i.crd.as_ref().is_none_or(|c| c.crd_name != crd_name));
+        self.by_gvr
+            .retain(|_, i| i.crd.as_ref().is_none_or(|c| c.crd_name != crd_name));
         for info in infos {
             self.insert(info);
         }
@@ -299,16 +333,22 @@ impl Registry {
     /// Whether a built-in or another CRD already serves `group/resource`.
     pub fn plural_taken(&self, group: &str, resource: &str, crd_name: &str) -> bool {
         self.by_gvr.values().any(|i| {
-            i.group == group && i.resource == resource && i.crd.as_ref().is_none_or(|c| c.crd_name != crd_name)
+            i.group == group
+                && i.resource == resource
+                && i.crd.as_ref().is_none_or(|c| c.crd_name != crd_name)
         })
     }
 }
 
 /// Kubernetes version ordering for discovery: GA > beta > alpha, then by number (v2 > v1, v1beta2 > v1beta1).
 pub fn version_priority(v: &str) -> (u8, u32, u32) {
-    let Some(rest) = v.strip_prefix('v') else { return (0, 0, 0) };
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
     let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let Ok(major) = digits.parse::<u32>() else { return (0, 0, 0) };
+    let Ok(major) = digits.parse::<u32>() else {
+        return (0, 0, 0);
+    };
     let tail = &rest[digits.len()..];
     if tail.is_empty() {
         return (3, major, 0);
@@ -336,7 +376,11 @@ mod tests {
         let pods = r.get("", "v1", "pods").expect("pods");
         assert!(pods.namespaced);
         assert!(pods.has_status_subresource());
-        assert_eq!(r.get("events.k8s.io", "v1", "events").map(|i| i.storage_key.clone()), Some(Arc::from("/events")));
+        assert_eq!(
+            r.get("events.k8s.io", "v1", "events")
+                .map(|i| i.storage_key.clone()),
+            Some(Arc::from("/events"))
+        );
         assert!(r.get("", "v1", "nothing").is_none());
         let groups: Vec<String> = r.groups().into_iter().map(|g| g.name).collect();
         assert_eq!(groups[0], "");

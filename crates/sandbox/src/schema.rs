@@ -709,69 +709,71 @@ impl<'p> Validator<'p> {
         }
     }
 
-    /// multipleOf, minimum and maximum. Integers are compared against the bound truncated to an
-    /// integer and the bound prints as one, floats print as Go floats, as in kube-openapi.
+    /// multipleOf, minimum and maximum, all reported. Integers are compared against bounds
+    /// truncated to integers and the bounds print as such; floats print as Go floats.
     fn check_number(&self, schema: Node, x: &Value, n: Num, path: &str, out: &mut Vec<FieldError>) {
         if let Some(factor) = schema.number("multipleOf")
-            && let Some((value, detail)) = multiple_of_failure(n, factor, path)
+            && let Some(error) = self.multiple_of_error(x, n, factor, path)
         {
-            out.push(self.invalid(path, &value.unwrap_or_else(|| x.clone()), &detail));
+            out.push(error);
         }
-        if let Some(min) = schema.number("minimum") {
-            let exclusive = schema.flag("exclusiveMinimum");
-            let (below, bound) = match n {
-                Num::Int(i) => {
-                    let bound = min as i64;
-                    (
-                        if exclusive { i <= bound } else { i < bound },
-                        bound.to_string(),
-                    )
-                }
-                Num::Float(f) => (
-                    if exclusive { f <= min } else { f < min },
-                    format_go_float(min),
-                ),
-            };
-            if below {
-                let relation = if exclusive {
-                    "greater than"
-                } else {
-                    "greater than or equal to"
-                };
-                out.push(self.invalid(
-                    path,
-                    x,
-                    &format!("{path} in body should be {relation} {bound}"),
-                ));
+        let bounds = [
+            ("minimum", "exclusiveMinimum", Side::Lower),
+            ("maximum", "exclusiveMaximum", Side::Upper),
+        ];
+        for (key, exclusive_key, side) in bounds {
+            if let Some(limit) = schema.number(key)
+                && let Some(detail) =
+                    bound_failure(n, limit, schema.flag(exclusive_key), side, path)
+            {
+                out.push(self.invalid(path, x, &detail));
             }
         }
-        if let Some(max) = schema.number("maximum") {
-            let exclusive = schema.flag("exclusiveMaximum");
-            let (above, bound) = match n {
-                Num::Int(i) => {
-                    let bound = max as i64;
-                    (
-                        if exclusive { i >= bound } else { i > bound },
-                        bound.to_string(),
-                    )
-                }
-                Num::Float(f) => (
-                    if exclusive { f >= max } else { f > max },
-                    format_go_float(max),
-                ),
-            };
-            if above {
-                let relation = if exclusive {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
-                out.push(self.invalid(
-                    path,
-                    x,
-                    &format!("{path} in body should be {relation} {bound}"),
-                ));
+    }
+
+    /// multipleOf as kube-openapi checks it: an integer against the factor truncated to an
+    /// integer (when that is positive), anything else by float division with a tolerance.
+    fn multiple_of_error(&self, x: &Value, n: Num, factor: f64, path: &str) -> Option<FieldError> {
+        let must_be_positive = |shown: Value| {
+            let detail = format!(
+                "factor MultipleOf declared for {path} must be positive: {}",
+                go_value(&shown)
+            );
+            Some(self.invalid(path, &shown, &detail))
+        };
+        let not_multiple = |shown: String| {
+            let detail = format!("{path} in body should be a multiple of {shown}");
+            Some(self.invalid(path, x, &detail))
+        };
+        if let Num::Int(i) = n {
+            let whole = factor as i64;
+            if whole < 0 {
+                return must_be_positive(Value::from(whole));
             }
+            if whole > 0 {
+                return if i % whole == 0 {
+                    None
+                } else {
+                    not_multiple(whole.to_string())
+                };
+            }
+        }
+        if factor < 0.0 {
+            return must_be_positive(Value::from(factor));
+        }
+        let data = match n {
+            Num::Int(i) => i as f64,
+            Num::Float(f) => f,
+        };
+        let ratio = if factor < 1.0 {
+            1.0 / factor * data
+        } else {
+            data / factor
+        };
+        if is_json_integer(ratio) {
+            None
+        } else {
+            not_multiple(format_go_float(factor))
         }
     }
 
@@ -950,8 +952,8 @@ impl<'p> Validator<'p> {
     }
 
     fn set_duplicates(&self, list: &[Value], path: &str, out: &mut Vec<FieldError>) {
-        for i in repeated_indices(list) {
-            out.push(duplicate(self.field(&index_path(path, i)), &list[i]));
+        for (i, item) in repeats(list) {
+            out.push(duplicate(self.field(&index_path(path, i)), item));
         }
     }
 
@@ -964,9 +966,13 @@ impl<'p> Validator<'p> {
         path: &str,
         out: &mut Vec<FieldError>,
     ) {
-        if let Some(i) = list.iter().position(|x| !(x.is_null() || x.is_object())) {
+        let not_object = list
+            .iter()
+            .enumerate()
+            .find(|(_, x)| !(x.is_null() || x.is_object()));
+        if let Some((i, item)) = not_object {
             let detail = "must be an object for an array of list-type map";
-            out.push(self.invalid(&index_path(path, i), &list[i], detail));
+            out.push(self.invalid(&index_path(path, i), item, detail));
             return;
         }
         let keys = schema.list_map_keys();
@@ -979,8 +985,8 @@ impl<'p> Validator<'p> {
                 Value::Object(present.collect())
             })
             .collect();
-        for i in repeated_indices(&tuples) {
-            out.push(duplicate(self.field(&index_path(path, i)), &tuples[i]));
+        for (i, tuple) in repeats(&tuples) {
+            out.push(duplicate(self.field(&index_path(path, i)), tuple));
         }
     }
 }
@@ -1017,49 +1023,29 @@ fn fewest(results: Vec<Vec<FieldError>>) -> Vec<FieldError> {
         .unwrap_or_default()
 }
 
-/// Returns `(bad value override, detail)` when `n` is not a multiple of `factor`.
-fn multiple_of_failure(n: Num, factor: f64, path: &str) -> Option<(Option<Value>, String)> {
-    let must_be_positive = |shown: String| {
-        let detail = format!("factor MultipleOf declared for {path} must be positive: {shown}");
-        Some((Some(Value::from(factor)), detail))
-    };
-    if let Num::Int(i) = n {
-        let whole = factor as i64;
-        if whole < 0 {
-            return must_be_positive(whole.to_string());
+/// Which side of a `minimum`/`maximum` a value must stay on.
+#[derive(Clone, Copy)]
+enum Side {
+    Lower,
+    Upper,
+}
+
+/// The detail of a `minimum`/`maximum` violation, if `n` is on the wrong side of `limit`.
+fn bound_failure(n: Num, limit: f64, exclusive: bool, side: Side, path: &str) -> Option<String> {
+    let (ordering, shown) = match n {
+        Num::Int(i) => {
+            let limit = limit as i64;
+            (i.cmp(&limit), limit.to_string())
         }
-        if whole > 0 {
-            let fails = i % whole != 0;
-            return fails.then(|| {
-                (
-                    None,
-                    format!("{path} in body should be a multiple of {whole}"),
-                )
-            });
-        }
-    }
-    if factor < 0.0 {
-        return must_be_positive(format_go_float(factor));
-    }
-    let data = match n {
-        Num::Int(i) => i as f64,
-        Num::Float(f) => f,
+        Num::Float(f) => (f.partial_cmp(&limit)?, format_go_float(limit)),
     };
-    let ratio = if factor < 1.0 {
-        1.0 / factor * data
-    } else {
-        data / factor
+    let (outside, relation) = match (side, exclusive) {
+        (Side::Lower, false) => (ordering.is_lt(), "greater than or equal to"),
+        (Side::Lower, true) => (ordering.is_le(), "greater than"),
+        (Side::Upper, false) => (ordering.is_gt(), "less than or equal to"),
+        (Side::Upper, true) => (ordering.is_ge(), "less than"),
     };
-    let fails = !is_json_integer(ratio);
-    fails.then(|| {
-        (
-            None,
-            format!(
-                "{path} in body should be a multiple of {}",
-                format_go_float(factor)
-            ),
-        )
-    })
+    outside.then(|| format!("{path} in body should be {relation} {shown}"))
 }
 
 /// Enum membership as kube-openapi decides it: numbers are converted to the option's kind
@@ -1086,8 +1072,9 @@ fn enum_label(option: &Value) -> String {
     }
 }
 
-/// Indices of the second occurrence of every repeated value (later repeats are not reported).
-fn repeated_indices(list: &[Value]) -> Vec<usize> {
+/// The second occurrence of every repeated value, with its index (later repeats are not
+/// reported, as by the server).
+fn repeats(list: &[Value]) -> Vec<(usize, &Value)> {
     let mut seen: HashMap<String, usize> = HashMap::new();
     let mut repeated = Vec::new();
     for (i, item) in list.iter().enumerate() {
@@ -1095,7 +1082,7 @@ fn repeated_indices(list: &[Value]) -> Vec<usize> {
         let count = seen.entry(item.to_string()).or_insert(0);
         *count += 1;
         if *count == 2 {
-            repeated.push(i);
+            repeated.push((i, item));
         }
     }
     repeated
@@ -1158,7 +1145,8 @@ fn duplicate(field: String, value: &Value) -> FieldError {
 // ---------------------------------------------------------------------------------------------
 
 /// Compiles a schema `pattern`. The server uses Go's RE2, whose `\d`, `\w`, `\s` and `\b` are
-/// ASCII-only; the `regex` crate's are Unicode-aware, so those escapes are narrowed first.
+/// ASCII-only and which knows `\Q...\E` literals; the `regex` crate's classes are
+/// Unicode-aware and it has no `\Q`, so the pattern is translated first.
 fn compile_pattern(pattern: &str) -> Result<Regex, String> {
     Regex::new(&go_compatible_pattern(pattern)).map_err(|err| {
         let text = err.to_string();
@@ -1183,6 +1171,13 @@ fn go_compatible_pattern(pattern: &str) -> String {
                     break;
                 };
                 let replacement = match escaped {
+                    'Q' => {
+                        let rest = chars.as_str();
+                        let (literal, after) = rest.split_once("\\E").unwrap_or((rest, ""));
+                        out.push_str(&regex::escape(literal));
+                        chars = after.chars();
+                        continue;
+                    }
                     'd' => "[0-9]",
                     'D' => "[^0-9]",
                     'w' => "[0-9A-Za-z_]",
@@ -1460,6 +1455,19 @@ fn structural_invariants(schema: Node, level: Level, path: &str, out: &mut Vec<F
         out,
     );
     structural_type(schema, level, path, out);
+    resource_invariants(schema, level, has_additional, path, out);
+}
+
+/// Rules for the top of a resource (the root and embedded resources): an object, with string
+/// type meta, no additionalProperties, and a root `metadata` that only restricts names.
+fn resource_invariants(
+    schema: Node,
+    level: Level,
+    has_additional: bool,
+    path: &str,
+    out: &mut Vec<FieldError>,
+) {
+    let ty = schema.type_name();
     if schema.embedded() && has_additional {
         let detail = "must not be used if x-kubernetes-embedded-resource is set";
         out.push(FieldError::forbidden(
@@ -2652,9 +2660,15 @@ mod tests {
         assert!(validate_spec(properties.clone(), json!({"port": 80})).is_empty());
         assert!(validate_spec(properties.clone(), json!({"port": "http"})).is_empty());
         assert_eq!(
-            validate_spec(properties, json!({"port": true})),
+            validate_spec(properties.clone(), json!({"port": true})),
             vec![
                 r#"spec.port: Invalid value: "boolean": spec.port in body must be of type integer,string: "boolean""#
+            ]
+        );
+        assert_eq!(
+            validate_spec(properties, json!({"port": null})),
+            vec![
+                r#"spec.port: Invalid value: "null": spec.port in body must be of type integer,string: "null""#
             ]
         );
     }
@@ -2775,6 +2789,21 @@ mod tests {
     }
 
     #[test]
+    fn multiple_of_requires_a_positive_factor() {
+        let properties = json!({
+            "i": {"type": "integer", "multipleOf": -5},
+            "f": {"type": "number", "multipleOf": -0.5}
+        });
+        assert_eq!(
+            validate_spec(properties, json!({"i": 3, "f": 1.5})),
+            vec![
+                "spec.f: Invalid value: -0.5: factor MultipleOf declared for spec.f must be positive: -0.5",
+                "spec.i: Invalid value: -5: factor MultipleOf declared for spec.i must be positive: -5",
+            ]
+        );
+    }
+
+    #[test]
     fn minimum_and_maximum_messages() {
         let properties = json!({
             "a": {"type": "integer", "minimum": 0},
@@ -2846,6 +2875,14 @@ mod tests {
             validate_spec(properties, json!({"d": "١٢٣", "w": "ok"})),
             vec![r#"spec.d: Invalid value: "١٢٣": spec.d in body should match '^\d+$'"#]
         );
+    }
+
+    #[test]
+    fn patterns_support_go_literal_quoting() {
+        let properties = json!({"q": {"type": "string", "pattern": r"^\Qa.b\E(\Q+\E)?$"}});
+        assert!(check(spec_schema(properties.clone())).is_empty());
+        assert!(validate_spec(properties.clone(), json!({"q": "a.b+"})).is_empty());
+        assert_eq!(validate_spec(properties, json!({"q": "axb"})).len(), 1);
     }
 
     #[test]

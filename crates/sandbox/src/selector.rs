@@ -75,9 +75,10 @@ impl Requirement {
             (Operator::NotEquals | Operator::NotIn, Some(value)) => !self.values.contains(&value),
             (Operator::NotEquals | Operator::NotIn, None) => true,
             (Operator::GreaterThan | Operator::LessThan, Some(value)) => self.compare(&value),
-            (Operator::Equals | Operator::In | Operator::GreaterThan | Operator::LessThan, None) => {
-                false
-            }
+            (
+                Operator::Equals | Operator::In | Operator::GreaterThan | Operator::LessThan,
+                None,
+            ) => false,
         }
     }
 
@@ -140,7 +141,10 @@ fn lex(input: &str) -> Vec<Scanned> {
             pos += 1;
         }
         let Some(&first) = chars.get(pos) else {
-            tokens.push(Scanned { token: Token::End, literal: String::new() });
+            tokens.push(Scanned {
+                token: Token::End,
+                literal: String::new(),
+            });
             return tokens;
         };
         let (scanned, len) = if is_special(first) {
@@ -173,12 +177,21 @@ fn scan_symbol(first: char, second: Option<char>) -> (Scanned, usize) {
         '>' => Token::GreaterThan,
         _ => Token::LessThan,
     };
-    (Scanned { token, literal: first.to_string() }, 1)
+    (
+        Scanned {
+            token,
+            literal: first.to_string(),
+        },
+        1,
+    )
 }
 
 /// Reads up to the next blank or special character; `in` and `notin` are keywords.
 fn scan_identifier(chars: &[char]) -> (Scanned, usize) {
-    let len = chars.iter().take_while(|&&c| !is_special(c) && !is_whitespace(c)).count();
+    let len = chars
+        .iter()
+        .take_while(|&&c| !is_special(c) && !is_whitespace(c))
+        .count();
     let literal: String = chars.iter().take(len).collect();
     let token = match literal.as_str() {
         "in" => Token::In,
@@ -207,7 +220,10 @@ const BINARY_OPERATORS: &str = "in, notin, =, ==, !=, gt, lt";
 
 impl Parser {
     fn new(input: &str) -> Self {
-        Self { items: lex(input), position: 0 }
+        Self {
+            items: lex(input),
+            position: 0,
+        }
     }
 
     fn lookahead(&self, context: Context) -> (Token, String) {
@@ -260,10 +276,14 @@ impl Parser {
                 if next == Token::Identifier || next == Token::Not {
                     Ok(false)
                 } else {
-                    Err(format!("found '{next_literal}', expected: identifier after ','"))
+                    Err(format!(
+                        "found '{next_literal}', expected: identifier after ','"
+                    ))
                 }
             }
-            _ => Err(format!("found '{literal}', expected: ',' or 'end of string'")),
+            _ => Err(format!(
+                "found '{literal}', expected: ',' or 'end of string'"
+            )),
         }
     }
 
@@ -332,7 +352,9 @@ impl Parser {
                 self.consume(Context::Values);
                 Ok(vec![String::new()])
             }
-            _ => Err(format!("found '{literal}', expected: ',', ')' or identifier")),
+            _ => Err(format!(
+                "found '{literal}', expected: ',', ')' or identifier"
+            )),
         }
     }
 
@@ -417,7 +439,11 @@ fn new_requirement(
     }
     match aggregate(errors) {
         Some(message) => Err(message),
-        None => Ok(Requirement { key, operator, values }),
+        None => Ok(Requirement {
+            key,
+            operator,
+            values,
+        }),
     }
 }
 
@@ -459,12 +485,17 @@ const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
 const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
-const DNS1123_SUBDOMAIN_FMT: &str = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 /// `validation.RegexError`, including Go's doubled space between examples.
 fn regex_error(message: &str, pattern: &str, examples: &[&str]) -> String {
-    let examples: String = examples.iter().map(|e| format!("'{e}', ")).collect::<Vec<_>>().join(" or ");
+    let examples: String = examples
+        .iter()
+        .map(|e| format!("'{e}', "))
+        .collect::<Vec<_>>()
+        .join(" or ");
     format!("{message} (e.g. {examples}regex used for validation is '{pattern}')")
 }
 
@@ -484,7 +515,9 @@ fn is_qualified_token(s: &str) -> bool {
 fn is_dns1123_subdomain(s: &str) -> bool {
     let lower = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
     s.split('.').all(|label| {
-        label.starts_with(lower) && label.ends_with(lower) && label.chars().all(|c| lower(c) || c == '-')
+        label.starts_with(lower)
+            && label.ends_with(lower)
+            && label.chars().all(|c| lower(c) || c == '-')
     })
 }
 
@@ -509,7 +542,10 @@ fn qualified_name_errors(value: &str) -> Vec<String> {
     if name.is_empty() {
         errors.push("name part must be non-empty".to_owned());
     } else if name.len() > QUALIFIED_NAME_MAX_LENGTH {
-        errors.push(format!("name part {}", max_len_error(QUALIFIED_NAME_MAX_LENGTH)));
+        errors.push(format!(
+            "name part {}",
+            max_len_error(QUALIFIED_NAME_MAX_LENGTH)
+        ));
     }
     if !is_qualified_token(name) {
         let shape = regex_error(QUALIFIED_NAME_MSG, QUALIFIED_NAME_FMT, &name_examples);
@@ -524,10 +560,17 @@ fn prefix_errors(prefix: &str) -> Vec<String> {
     }
     let mut errors = Vec::new();
     if prefix.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
-        errors.push(format!("prefix part {}", max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH)));
+        errors.push(format!(
+            "prefix part {}",
+            max_len_error(DNS1123_SUBDOMAIN_MAX_LENGTH)
+        ));
     }
     if !is_dns1123_subdomain(prefix) {
-        let shape = regex_error(DNS1123_SUBDOMAIN_MSG, DNS1123_SUBDOMAIN_FMT, &["example.com"]);
+        let shape = regex_error(
+            DNS1123_SUBDOMAIN_MSG,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        );
         errors.push(format!("prefix part {shape}"));
     }
     errors
@@ -541,7 +584,11 @@ fn label_value_errors(value: &str) -> Vec<String> {
     }
     if !value.is_empty() && !is_qualified_token(value) {
         let pattern = format!("({QUALIFIED_NAME_FMT})?");
-        errors.push(regex_error(LABEL_VALUE_MSG, &pattern, &["MyValue", "my_value", "12345"]));
+        errors.push(regex_error(
+            LABEL_VALUE_MSG,
+            &pattern,
+            &["MyValue", "my_value", "12345"],
+        ));
     }
     errors
 }
@@ -575,10 +622,16 @@ impl FieldSelector {
         let mut terms = Vec::new();
         for part in parts.into_iter().filter(|p| !p.is_empty()) {
             let Some((key, operator, raw)) = split_term(part) else {
-                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
+                return Err(format!(
+                    "invalid selector: '{s}'; can't understand '{part}'"
+                ));
             };
             let value = unescape_value(raw)?;
-            terms.push(FieldTerm { key: key.to_owned(), value, negated: operator == "!=" });
+            terms.push(FieldTerm {
+                key: key.to_owned(),
+                value,
+                negated: operator == "!=",
+            });
         }
         Ok(Self { terms })
     }
@@ -591,7 +644,9 @@ impl FieldSelector {
 
     /// `lookup(key)` returns the field's value as text (`""` when absent, like the server).
     pub fn matches(&self, lookup: impl Fn(&str) -> String) -> bool {
-        self.terms.iter().all(|t| (lookup(&t.key) == t.value) != t.negated)
+        self.terms
+            .iter()
+            .all(|t| (lookup(&t.key) == t.value) != t.negated)
     }
 
     /// True when there are no terms and so everything matches.
@@ -639,7 +694,9 @@ fn unescape_value(raw: &str) -> Result<String, String> {
     for c in raw.chars() {
         if escaped {
             if !matches!(c, '\\' | ',' | '=') {
-                return Err(format!("invalid field selector: invalid escape sequence: \\{c}"));
+                return Err(format!(
+                    "invalid field selector: invalid escape sequence: \\{c}"
+                ));
             }
             value.push(c);
             escaped = false;
@@ -647,7 +704,9 @@ fn unescape_value(raw: &str) -> Result<String, String> {
             escaped = true;
         } else if c == ',' || c == '=' {
             let code = u32::from(c);
-            return Err(format!("invalid field selector: unescaped character in value: {code}"));
+            return Err(format!(
+                "invalid field selector: unescaped character in value: {code}"
+            ));
         } else {
             value.push(c);
         }
@@ -762,9 +821,15 @@ mod tests {
     fn comma_means_and() {
         let s = "app=web, tier in (fe,be),!legacy,env!=prod";
         assert!(selects(s, json!({"app": "web", "tier": "fe"})));
-        assert!(!selects(s, json!({"app": "web", "tier": "fe", "legacy": "1"})));
+        assert!(!selects(
+            s,
+            json!({"app": "web", "tier": "fe", "legacy": "1"})
+        ));
         assert!(!selects(s, json!({"app": "web", "tier": "db"})));
-        assert!(!selects(s, json!({"app": "web", "tier": "be", "env": "prod"})));
+        assert!(!selects(
+            s,
+            json!({"app": "web", "tier": "be", "env": "prod"})
+        ));
     }
 
     #[test]
@@ -775,7 +840,10 @@ mod tests {
 
     #[test]
     fn prefixed_keys_and_empty_values() {
-        assert!(selects("app.kubernetes.io/name=web", json!({"app.kubernetes.io/name": "web"})));
+        assert!(selects(
+            "app.kubernetes.io/name=web",
+            json!({"app.kubernetes.io/name": "web"})
+        ));
         assert!(selects("a=", json!({"a": ""})));
         assert!(selects("a=,b", json!({"a": "", "b": "x"})));
         assert!(selects("a==", json!({"a": ""})));
@@ -784,18 +852,48 @@ mod tests {
     #[test]
     fn structural_errors_match_upstream_wording() {
         let cases = [
-            ("a b", "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"),
+            (
+                "a b",
+                "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt",
+            ),
             ("a=b,", "found '', expected: identifier after ','"),
             ("a=b c", "found 'c', expected: ',' or 'end of string'"),
-            ("=b", "found '=', expected: !, identifier, or 'end of string'"),
-            ("!=b", "found '!=', expected: !, identifier, or 'end of string'"),
-            ("!", "unable to parse requirement: found '', expected: identifier"),
-            ("a in x", "unable to parse requirement: found 'x' expected: '('"),
-            ("a in (x", "unable to parse requirement: found '', expected: ',' or ')'"),
-            ("a in (x y)", "unable to parse requirement: found 'y', expected: ',' or ')'"),
-            ("a in (=)", "unable to parse requirement: found '=', expected: ',', ')' or identifier"),
-            ("a in (x,=)", "unable to parse requirement: found '=', expected: ',', or identifier"),
-            ("a=(", "unable to parse requirement: found '(', expected: identifier"),
+            (
+                "=b",
+                "found '=', expected: !, identifier, or 'end of string'",
+            ),
+            (
+                "!=b",
+                "found '!=', expected: !, identifier, or 'end of string'",
+            ),
+            (
+                "!",
+                "unable to parse requirement: found '', expected: identifier",
+            ),
+            (
+                "a in x",
+                "unable to parse requirement: found 'x' expected: '('",
+            ),
+            (
+                "a in (x",
+                "unable to parse requirement: found '', expected: ',' or ')'",
+            ),
+            (
+                "a in (x y)",
+                "unable to parse requirement: found 'y', expected: ',' or ')'",
+            ),
+            (
+                "a in (=)",
+                "unable to parse requirement: found '=', expected: ',', ')' or identifier",
+            ),
+            (
+                "a in (x,=)",
+                "unable to parse requirement: found '=', expected: ',', or identifier",
+            ),
+            (
+                "a=(",
+                "unable to parse requirement: found '(', expected: identifier",
+            ),
             ("!a=b", "found '=', expected: ',' or 'end of string'"),
         ];
         for (input, expected) in cases {
@@ -812,7 +910,9 @@ mod tests {
         );
         let long = "k".repeat(64);
         assert!(parse_error(&long).contains("name part must be no more than 63 characters"));
-        assert!(parse_error("Example.com/a").contains("prefix part a lowercase RFC 1123 subdomain"));
+        assert!(
+            parse_error("Example.com/a").contains("prefix part a lowercase RFC 1123 subdomain")
+        );
         assert!(parse_error("/a").contains("prefix part must be non-empty"));
         assert!(parse_error("a/b/c").contains("a qualified name must consist of"));
         assert!(parse_error("example.com/=x").contains("name part must be non-empty"));
@@ -828,8 +928,14 @@ mod tests {
         let long = "v".repeat(64);
         assert!(parse_error(&format!("a={long}")).contains("must be no more than 63 characters"));
         let error = parse_error("a in (-x,_y)");
-        assert!(error.starts_with("unable to parse requirement: [values[0][a]"), "{error}");
-        assert!(error.contains("values[1][a]: Invalid value: \"_y\""), "{error}");
+        assert!(
+            error.starts_with("unable to parse requirement: [values[0][a]"),
+            "{error}"
+        );
+        assert!(
+            error.contains("values[1][a]: Invalid value: \"_y\""),
+            "{error}"
+        );
         assert_eq!(
             parse_error("a>x"),
             "unable to parse requirement: values[0]: Invalid value: \"x\": for 'Gt', 'Lt' operators, the value must be an integer"

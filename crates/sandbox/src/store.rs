@@ -48,16 +48,6 @@ pub enum EventType {
     Deleted,
 }
 
-impl EventType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One change, as kept in the log.
 #[derive(Debug, Clone)]
 pub struct Event {
@@ -102,7 +92,10 @@ impl State {
 
     /// One object.
     pub fn get(&self, storage_key: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
-        self.objects.get(storage_key)?.get(&(namespace.to_owned(), name.to_owned())).cloned()
+        self.objects
+            .get(storage_key)?
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 
     /// Objects of a storage key in key order, optionally in one namespace, starting after `after`.
@@ -126,14 +119,13 @@ impl State {
             .map(|(_, v)| v)
     }
 
-    /// Number of objects under a storage key in a namespace (or all).
-    pub fn count(&self, storage_key: &str, namespace: Option<&str>) -> usize {
-        self.range(storage_key, namespace, None).count()
-    }
-
     /// Storage keys that hold at least one object.
     pub fn storage_keys(&self) -> Vec<Arc<str>> {
-        self.objects.iter().filter(|(_, m)| !m.is_empty()).map(|(k, _)| k.clone()).collect()
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     fn next_rv(&mut self) -> u64 {
@@ -147,8 +139,20 @@ impl State {
         (rv, Stored::new(value, rv))
     }
 
-    fn log_event(&mut self, kind: EventType, storage_key: &Arc<str>, object: Arc<Stored>, previous: Option<Arc<Stored>>) {
-        self.log.push_back(Event { rv: object.rv, kind, storage_key: storage_key.clone(), object, previous });
+    fn log_event(
+        &mut self,
+        kind: EventType,
+        storage_key: &Arc<str>,
+        object: Arc<Stored>,
+        previous: Option<Arc<Stored>>,
+    ) {
+        self.log.push_back(Event {
+            rv: object.rv,
+            kind,
+            storage_key: storage_key.clone(),
+            object,
+            previous,
+        });
         while self.log.len() > self.window {
             if let Some(dropped) = self.log.pop_front() {
                 self.compacted = dropped.rv;
@@ -172,16 +176,31 @@ impl State {
         let key = self.interned_key(storage_key);
         let (_, stored) = self.stamp(value);
         let object_key = (stored.namespace().to_owned(), stored.name().to_owned());
-        let previous = self.objects.get_mut(&key).and_then(|m| m.insert(object_key, stored.clone()));
-        let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
+        let previous = self
+            .objects
+            .get_mut(&key)
+            .and_then(|m| m.insert(object_key, stored.clone()));
+        let kind = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
         self.log_event(kind, &key, stored.clone(), previous);
         stored
     }
 
     /// Removes an object; its DELETED event carries a fresh resourceVersion.
-    pub fn remove(&mut self, storage_key: &str, namespace: &str, name: &str) -> Option<Arc<Stored>> {
+    pub fn remove(
+        &mut self,
+        storage_key: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Arc<Stored>> {
         let key = self.interned_key(storage_key);
-        let previous = self.objects.get_mut(&key)?.remove(&(namespace.to_owned(), name.to_owned()))?;
+        let previous = self
+            .objects
+            .get_mut(&key)?
+            .remove(&(namespace.to_owned(), name.to_owned()))?;
         let (_, stored) = self.stamp(previous.value.clone());
         self.log_event(EventType::Deleted, &key, stored.clone(), Some(previous));
         Some(stored)
@@ -189,9 +208,16 @@ impl State {
 
     /// Up to `max` events after `rv` for one storage key, and the resourceVersion to resume from
     /// (the last event examined, whatever its key); `Expired` when `rv` is older than the log.
-    pub fn events_after(&self, storage_key: &str, rv: u64, max: usize) -> Result<(Vec<Event>, u64), Expired> {
+    pub fn events_after(
+        &self,
+        storage_key: &str,
+        rv: u64,
+        max: usize,
+    ) -> Result<(Vec<Event>, u64), Expired> {
         if rv < self.compacted {
-            return Err(Expired { oldest: self.compacted });
+            return Err(Expired {
+                oldest: self.compacted,
+            });
         }
         let start = self.log.partition_point(|e| e.rv <= rv);
         let mut out = Vec::new();
@@ -211,7 +237,9 @@ impl State {
     /// Every event after `rv`, whatever its key, or `Expired`.
     pub fn all_events_after(&self, rv: u64) -> Result<Vec<Event>, Expired> {
         if rv < self.compacted {
-            return Err(Expired { oldest: self.compacted });
+            return Err(Expired {
+                oldest: self.compacted,
+            });
         }
         let start = self.log.partition_point(|e| e.rv <= rv);
         Ok(self.log.range(start..).cloned().collect())
@@ -268,7 +296,10 @@ impl Store {
             compacted: 0,
             next_cluster_ip: 10,
         };
-        Self { state: RwLock::new(state), changed: watch::Sender::new(0) }
+        Self {
+            state: RwLock::new(state),
+            changed: watch::Sender::new(0),
+        }
     }
 
     /// Reads the state. A poisoned lock (a panic while writing) is still readable: the state is
@@ -280,7 +311,8 @@ impl Store {
     /// Runs `f` with exclusive access, then wakes watchers if anything changed.
     pub fn write<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let (out, rv) = {
-            let mut guard: RwLockWriteGuard<'_, State> = self.state.write().unwrap_or_else(|e| e.into_inner());
+            let mut guard: RwLockWriteGuard<'_, State> =
+                self.state.write().unwrap_or_else(|e| e.into_inner());
             let out = f(&mut guard);
             (out, guard.rv)
         };
@@ -313,11 +345,26 @@ mod tests {
         let a = store.write(|s| s.put("/configmaps", cm("a", "x")));
         let b = store.write(|s| s.put("/configmaps", cm("a", "x")));
         assert!(b.rv > a.rv);
-        assert_eq!(meta::meta_str(&b.value, "resourceVersion"), b.rv.to_string());
+        assert_eq!(
+            meta::meta_str(&b.value, "resourceVersion"),
+            b.rv.to_string()
+        );
         let state = store.read();
-        let (events, _) = state.events_after("/configmaps", 0, 100).expect("in window");
-        assert_eq!(events.iter().map(|e| e.kind).collect::<Vec<_>>(), vec![EventType::Added, EventType::Modified]);
-        assert_eq!(state.events_after("/configmaps", a.rv, 100).expect("in window").0.len(), 1);
+        let (events, _) = state
+            .events_after("/configmaps", 0, 100)
+            .expect("in window");
+        assert_eq!(
+            events.iter().map(|e| e.kind).collect::<Vec<_>>(),
+            vec![EventType::Added, EventType::Modified]
+        );
+        assert_eq!(
+            state
+                .events_after("/configmaps", a.rv, 100)
+                .expect("in window")
+                .0
+                .len(),
+            1
+        );
         let (none, cursor) = state.events_after("/secrets", 0, 100).expect("in window");
         assert!(none.is_empty());
         assert_eq!(cursor, b.rv);
@@ -331,7 +378,14 @@ mod tests {
         }
         let state = store.read();
         assert!(state.events_after("/configmaps", 1, 10).is_err());
-        assert_eq!(state.events_after("/configmaps", 3, 10).expect("kept").0.len(), 2);
+        assert_eq!(
+            state
+                .events_after("/configmaps", 3, 10)
+                .expect("kept")
+                .0
+                .len(),
+            2
+        );
     }
 
     #[test]
@@ -341,14 +395,25 @@ mod tests {
             store.write(|s| s.put("/configmaps", cm(ns, n)));
         }
         let state = store.read();
-        let in_a: Vec<&str> = state.range("/configmaps", Some("a"), None).map(|o| o.name()).collect();
+        let in_a: Vec<&str> = state
+            .range("/configmaps", Some("a"), None)
+            .map(|o| o.name())
+            .collect();
         assert_eq!(in_a, vec!["1", "2"]);
         let after = ("a".to_owned(), "2".to_owned());
-        let rest: Vec<&str> = state.range("/configmaps", None, Some(&after)).map(|o| o.namespace()).collect();
+        let rest: Vec<&str> = state
+            .range("/configmaps", None, Some(&after))
+            .map(|o| o.namespace())
+            .collect();
         assert_eq!(rest, vec!["b"]);
         drop(state);
-        let removed = store.write(|s| s.remove("/configmaps", "a", "1")).expect("present");
-        assert_eq!(store.read().count("/configmaps", Some("a")), 1);
+        let removed = store
+            .write(|s| s.remove("/configmaps", "a", "1"))
+            .expect("present");
+        assert_eq!(
+            store.read().range("/configmaps", Some("a"), None).count(),
+            1
+        );
         assert!(removed.rv > 3);
     }
 }

@@ -67,7 +67,11 @@ fn pod_spec_prefix(kind: &str) -> Option<&'static str> {
     match kind {
         "Pod" => Some("spec."),
         "PodTemplate" => Some("template.spec."),
-        "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" | "Job"
+        "Deployment"
+        | "ReplicaSet"
+        | "StatefulSet"
+        | "DaemonSet"
+        | "Job"
         | "ReplicationController" => Some("spec.template.spec."),
         "CronJob" => Some("spec.jobTemplate.spec.template.spec."),
         _ => None,
@@ -78,13 +82,20 @@ fn pod_spec_prefix(kind: &str) -> Option<&'static str> {
 fn pod_spec_list_strategy(rest: &str) -> ListStrategy {
     if let Some((list, field)) = rest.split_once("[].") {
         return match list {
-            "containers" | "initContainers" | "ephemeralContainers" => container_list_strategy(field),
+            "containers" | "initContainers" | "ephemeralContainers" => {
+                container_list_strategy(field)
+            }
             _ => ListStrategy::Replace,
         };
     }
     match rest {
-        "containers" | "initContainers" | "ephemeralContainers" | "volumes" | "imagePullSecrets"
-        | "resourceClaims" | "schedulingGates" => ListStrategy::MergeByKey("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "schedulingGates" => ListStrategy::MergeByKey("name"),
         "hostAliases" => ListStrategy::MergeByKey("ip"),
         "topologySpreadConstraints" => ListStrategy::MergeByKey("topologyKey"),
         _ => ListStrategy::Replace,
@@ -165,7 +176,9 @@ pub fn apply_patch(kind: &str, original: &Value, patch: &Value) -> Result<Value,
         }
     };
     let original = original.as_object().cloned().unwrap_or_default();
-    Merger { kind }.merge_map("", original, patch).map(Value::Object)
+    Merger { kind }
+        .merge_map("", original, patch)
+        .map(Value::Object)
 }
 
 /// Carries the kind, which (with the field path) picks each list's strategy.
@@ -175,7 +188,12 @@ struct Merger<'a> {
 
 impl Merger<'_> {
     /// `mergeMap`: directives first, then every ordinary key.
-    fn merge_map(&self, path: &str, mut original: Map<String, Value>, patch: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    fn merge_map(
+        &self,
+        path: &str,
+        mut original: Map<String, Value>,
+        patch: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
         if let Some(directive) = patch.get(DIRECTIVE) {
             return self.map_directive(path, directive, patch);
         }
@@ -197,11 +215,16 @@ impl Merger<'_> {
     }
 
     /// `$patch` on a map: `replace` swaps in the rest of the patch, `delete` empties the map.
-    fn map_directive(&self, path: &str, directive: &Value, patch: &Map<String, Value>) -> Result<Map<String, Value>, String> {
+    fn map_directive(
+        &self,
+        path: &str,
+        directive: &Value,
+        patch: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, String> {
         match directive.as_str() {
             Some("replace") => {
                 let mut replacement = patch.clone();
-                replacement.shift_remove(DIRECTIVE);
+                replacement.remove(DIRECTIVE);
                 self.merge_map(path, Map::new(), &replacement)
             }
             Some("delete") => Ok(Map::new()),
@@ -211,10 +234,17 @@ impl Merger<'_> {
 
     /// Merges one patch entry into `original[field]`; `delete_list` marks
     /// `$deleteFromPrimitiveList/<field>` entries.
-    fn merge_field(&self, path: &str, original: &mut Map<String, Value>, field: &str, patch: &Value, delete_list: bool) -> Result<(), String> {
+    fn merge_field(
+        &self,
+        path: &str,
+        original: &mut Map<String, Value>,
+        field: &str,
+        patch: &Value,
+        delete_list: bool,
+    ) -> Result<(), String> {
         let field_path = join(path, field);
         if patch.is_null() || is_map_delete(patch) {
-            original.shift_remove(field);
+            original.remove(field);
             return Ok(());
         }
         match original.get_mut(field) {
@@ -230,11 +260,17 @@ impl Merger<'_> {
         Ok(())
     }
 
-    fn merge_existing(&self, path: &str, current: Value, patch: &Value, delete_list: bool) -> Result<Value, String> {
+    fn merge_existing(
+        &self,
+        path: &str,
+        current: Value,
+        patch: &Value,
+        delete_list: bool,
+    ) -> Result<Value, String> {
         match (current, patch) {
-            (Value::Array(current), Value::Array(patch)) => {
-                self.merge_list(path, current, patch, delete_list).map(Value::Array)
-            }
+            (Value::Array(current), Value::Array(patch)) => self
+                .merge_list(path, current, patch, delete_list)
+                .map(Value::Array),
             (current, _) if delete_list => Ok(current),
             (Value::Object(current), Value::Object(patch)) => {
                 self.merge_map(path, current, patch).map(Value::Object)
@@ -248,15 +284,26 @@ impl Merger<'_> {
     fn fresh(&self, path: &str, patch: &Value) -> Result<Value, String> {
         match patch {
             Value::Object(patch) => self.merge_map(path, Map::new(), patch).map(Value::Object),
-            Value::Array(patch) => self.merge_list(path, Vec::new(), patch, false).map(Value::Array),
+            Value::Array(patch) => self
+                .merge_list(path, Vec::new(), patch, false)
+                .map(Value::Array),
             scalar => Ok(scalar.clone()),
         }
     }
 
     /// `mergeSliceHandler`.
-    fn merge_list(&self, path: &str, original: Vec<Value>, patch: &[Value], delete_list: bool) -> Result<Vec<Value>, String> {
+    fn merge_list(
+        &self,
+        path: &str,
+        original: Vec<Value>,
+        patch: &[Value],
+        delete_list: bool,
+    ) -> Result<Vec<Value>, String> {
         if delete_list {
-            return Ok(original.into_iter().filter(|item| !patch.contains(item)).collect());
+            return Ok(original
+                .into_iter()
+                .filter(|item| !patch.contains(item))
+                .collect());
         }
         match list_strategy(self.kind, path) {
             ListStrategy::Replace => Ok(patch.to_vec()),
@@ -266,7 +313,13 @@ impl Merger<'_> {
     }
 
     /// `mergeSlice`: scalars are unioned, maps merged by key; then the order is enforced.
-    fn merge_slice(&self, path: &str, original: Vec<Value>, patch: &[Value], key: Option<&'static str>) -> Result<Vec<Value>, String> {
+    fn merge_slice(
+        &self,
+        path: &str,
+        original: Vec<Value>,
+        patch: &[Value],
+        key: Option<&'static str>,
+    ) -> Result<Vec<Value>, String> {
         if original.is_empty() && patch.is_empty() {
             return Ok(original);
         }
@@ -289,7 +342,13 @@ impl Merger<'_> {
 
     /// `mergeSliceWithoutSpecialElements`: patch items merge into the original item with the
     /// same key, or join the list.
-    fn merge_keyed_items(&self, path: &str, mut original: Vec<Value>, patch: &[Value], key: &str) -> Result<Vec<Value>, String> {
+    fn merge_keyed_items(
+        &self,
+        path: &str,
+        mut original: Vec<Value>,
+        patch: &[Value],
+        key: &str,
+    ) -> Result<Vec<Value>, String> {
         let item_path = format!("{path}[]");
         for item in patch.iter().filter_map(Value::as_object) {
             let Some(wanted) = item.get(key) else {
@@ -305,7 +364,11 @@ impl Merger<'_> {
                     };
                     *slot = Value::Object(self.merge_map(&item_path, current, item)?);
                 }
-                None => original.push(Value::Object(self.merge_map(&item_path, Map::new(), item)?)),
+                None => original.push(Value::Object(self.merge_map(
+                    &item_path,
+                    Map::new(),
+                    item,
+                )?)),
             }
         }
         Ok(original)
@@ -313,7 +376,12 @@ impl Merger<'_> {
 
     /// `mergePatchIntoOriginal`: each `$setElementOrder/<field>` merges `<field>` right away and
     /// orders the result by the given list. Returns the fields it handled.
-    fn apply_set_element_order(&self, path: &str, original: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<Vec<String>, String> {
+    fn apply_set_element_order(
+        &self,
+        path: &str,
+        original: &mut Map<String, Value>,
+        patch: &Map<String, Value>,
+    ) -> Result<Vec<String>, String> {
         let mut handled = Vec::new();
         for (directive, order) in patch {
             let Some(rest) = directive.strip_prefix(SET_ELEMENT_ORDER) else {
@@ -321,7 +389,7 @@ impl Merger<'_> {
             };
             let field = directive_field(rest).ok_or(ERR_SET_ELEMENT_ORDER)?;
             let order = order.as_array().ok_or(ERR_SET_ELEMENT_ORDER)?;
-            let current = optional_list(original.get(field))?;
+            let current = optional_list(original.get(field))?.map(<[Value]>::to_vec);
             let patch_list = optional_list(patch.get(field))?;
             let field_path = join(path, field);
             let merged = match (current.clone(), patch_list) {
@@ -344,7 +412,10 @@ impl Merger<'_> {
 }
 
 /// `$retainKeys`: drop original keys not listed; every patched key must be listed.
-fn apply_retain_keys(original: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), String> {
+fn apply_retain_keys(
+    original: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<(), String> {
     let Some(retained) = patch.get(RETAIN_KEYS) else {
         return Ok(());
     };
@@ -366,11 +437,16 @@ fn apply_retain_keys(original: &mut Map<String, Value>, patch: &Map<String, Valu
 
 /// `mergeSliceWithSpecialElements`: applies `$patch` items; returns the (possibly trimmed or
 /// replaced) original and the remaining patch items.
-fn apply_list_directives(mut original: Vec<Value>, patch: &[Value], key: &str) -> Result<(Vec<Value>, Vec<Value>), String> {
+fn apply_list_directives(
+    mut original: Vec<Value>,
+    patch: &[Value],
+    key: &str,
+) -> Result<(Vec<Value>, Vec<Value>), String> {
     let mut plain = Vec::new();
     let mut replace = false;
     for item in patch {
-        let Some((map, directive)) = item.as_object().and_then(|m| Some((m, m.get(DIRECTIVE)?))) else {
+        let Some((map, directive)) = item.as_object().and_then(|m| Some((m, m.get(DIRECTIVE)?)))
+        else {
             plain.push(item.clone());
             continue;
         };
@@ -380,7 +456,9 @@ fn apply_list_directives(mut original: Vec<Value>, patch: &[Value], key: &str) -
                 original.retain(|o| o.get(key) != Some(doomed));
             }
             Some("replace") => replace = true,
-            Some("merge") => return Err("merging lists cannot yet be specified in the patch".to_owned()),
+            Some("merge") => {
+                return Err("merging lists cannot yet be specified in the patch".to_owned());
+            }
             _ => return Err(bad_patch_type(directive, map)),
         }
     }
@@ -401,15 +479,26 @@ fn elements_are_maps(original: &[Value], patch: &[Value]) -> Result<bool, String
         return Err("lists of lists are not supported".to_owned());
     }
     if items.any(|item| std::mem::discriminant(item) != std::mem::discriminant(first)) {
-        let lists = Value::Array(vec![Value::Array(original.to_vec()), Value::Array(patch.to_vec())]);
-        return Err(format!("list element types are not identical: {}", go_format(&lists)));
+        let lists = Value::Array(vec![
+            Value::Array(original.to_vec()),
+            Value::Array(patch.to_vec()),
+        ]);
+        return Err(format!(
+            "list element types are not identical: {}",
+            go_format(&lists)
+        ));
     }
     Ok(first.is_object())
 }
 
 /// `normalizeElementOrder`: items named in `patch_order` come in that order, server-only items
 /// keep their `server_order`, and the two are interleaved by `server_order` where both are known.
-fn enforce_order(merged: Vec<Value>, patch_order: &[Value], server_order: &[Value], key: Option<&str>) -> Vec<Value> {
+fn enforce_order(
+    merged: Vec<Value>,
+    patch_order: &[Value],
+    server_order: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
     let (mut from_patch, mut server_only): (Vec<Value>, Vec<Value>) = merged
         .into_iter()
         .partition(|item| position(patch_order, item, key).is_some());
@@ -420,7 +509,12 @@ fn enforce_order(merged: Vec<Value>, patch_order: &[Value], server_order: &[Valu
 
 /// `mergeSortedSlice`: a left item goes first only when both items are in `server_order` and it
 /// precedes there; otherwise the right (patch) item goes first.
-fn merge_sorted(left: Vec<Value>, right: Vec<Value>, server_order: &[Value], key: Option<&str>) -> Vec<Value> {
+fn merge_sorted(
+    left: Vec<Value>,
+    right: Vec<Value>,
+    server_order: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
     let mut out = Vec::with_capacity(left.len() + right.len());
     let mut left = left.into_iter().peekable();
     let mut right = right.into_iter().peekable();
@@ -448,7 +542,8 @@ fn position(list: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
         }
     };
     let wanted = identity(item);
-    list.iter().position(|candidate| identity(candidate) == wanted)
+    list.iter()
+        .position(|candidate| identity(candidate) == wanted)
 }
 
 fn optional_list(value: Option<&Value>) -> Result<Option<&[Value]>, String> {
@@ -469,15 +564,26 @@ fn is_map_delete(patch: &Value) -> bool {
 }
 
 fn join(path: &str, field: &str) -> String {
-    if path.is_empty() { field.to_owned() } else { format!("{path}.{field}") }
+    if path.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
 }
 
 fn no_merge_key(map: &Map<String, Value>, key: &str) -> String {
-    format!("map: {} does not contain declared merge key: {key}", go_format_map(map))
+    format!(
+        "map: {} does not contain declared merge key: {key}",
+        go_format_map(map)
+    )
 }
 
 fn bad_patch_type(directive: &Value, map: &Map<String, Value>) -> String {
-    format!("unknown patch type: {} in map: {}", go_format(directive), go_format_map(map))
+    format!(
+        "unknown patch type: {} in map: {}",
+        go_format(directive),
+        go_format_map(map)
+    )
 }
 
 /// The JSON type names Go's decoder uses in `cannot unmarshal <type>` errors.
@@ -510,7 +616,10 @@ fn go_format(value: &Value) -> String {
 fn go_format_map(map: &Map<String, Value>) -> String {
     let mut entries: Vec<(&String, &Value)> = map.iter().collect();
     entries.sort_by_key(|(key, _)| *key);
-    let entries: Vec<String> = entries.iter().map(|(k, v)| format!("{k}:{}", go_format(v))).collect();
+    let entries: Vec<String> = entries
+        .iter()
+        .map(|(k, v)| format!("{k}:{}", go_format(v)))
+        .collect();
     format!("map[{}]", entries.join(" "))
 }
 
@@ -546,22 +655,52 @@ mod tests {
     fn strategy_table() {
         use ListStrategy::*;
         assert_eq!(list_strategy("Pod", "spec.containers"), MergeByKey("name"));
-        assert_eq!(list_strategy("Pod", "spec.containers[].ports"), MergeByKey("containerPort"));
-        assert_eq!(list_strategy("Pod", "spec.initContainers[].env"), MergeByKey("name"));
-        assert_eq!(list_strategy("Pod", "spec.containers[].volumeMounts"), MergeByKey("mountPath"));
+        assert_eq!(
+            list_strategy("Pod", "spec.containers[].ports"),
+            MergeByKey("containerPort")
+        );
+        assert_eq!(
+            list_strategy("Pod", "spec.initContainers[].env"),
+            MergeByKey("name")
+        );
+        assert_eq!(
+            list_strategy("Pod", "spec.containers[].volumeMounts"),
+            MergeByKey("mountPath")
+        );
         assert_eq!(list_strategy("Pod", "spec.containers[].args"), Replace);
         assert_eq!(list_strategy("Pod", "spec.volumes"), MergeByKey("name"));
         assert_eq!(list_strategy("Pod", "spec.tolerations"), Replace);
-        assert_eq!(list_strategy("Pod", "status.conditions"), MergeByKey("type"));
-        assert_eq!(list_strategy("Deployment", "spec.template.spec.containers"), MergeByKey("name"));
-        assert_eq!(list_strategy("CronJob", "spec.jobTemplate.spec.template.spec.volumes"), MergeByKey("name"));
-        assert_eq!(list_strategy("PodTemplate", "template.spec.containers[].env"), MergeByKey("name"));
+        assert_eq!(
+            list_strategy("Pod", "status.conditions"),
+            MergeByKey("type")
+        );
+        assert_eq!(
+            list_strategy("Deployment", "spec.template.spec.containers"),
+            MergeByKey("name")
+        );
+        assert_eq!(
+            list_strategy("CronJob", "spec.jobTemplate.spec.template.spec.volumes"),
+            MergeByKey("name")
+        );
+        assert_eq!(
+            list_strategy("PodTemplate", "template.spec.containers[].env"),
+            MergeByKey("name")
+        );
         assert_eq!(list_strategy("Deployment", "spec.containers"), Replace);
         assert_eq!(list_strategy("Service", "spec.ports"), MergeByKey("port"));
-        assert_eq!(list_strategy("Node", "status.addresses"), MergeByKey("type"));
+        assert_eq!(
+            list_strategy("Node", "status.addresses"),
+            MergeByKey("type")
+        );
         assert_eq!(list_strategy("EndpointSlice", "endpoints"), Replace);
-        assert_eq!(list_strategy("Widget", "metadata.finalizers"), MergePrimitives);
-        assert_eq!(list_strategy("ConfigMap", "metadata.ownerReferences"), MergeByKey("uid"));
+        assert_eq!(
+            list_strategy("Widget", "metadata.finalizers"),
+            MergePrimitives
+        );
+        assert_eq!(
+            list_strategy("ConfigMap", "metadata.ownerReferences"),
+            MergeByKey("uid")
+        );
         assert_eq!(list_strategy("Widget", "spec.items"), Replace);
         assert_eq!(list_strategy("CronJob", "status.conditions"), Replace);
     }
@@ -569,13 +708,24 @@ mod tests {
     #[test]
     fn maps_merge_and_null_deletes() {
         let original = json!({"metadata": {"labels": {"a": "1", "b": "2"}}, "data": {"x": "1"}});
-        let result = patch("ConfigMap", original, json!({"metadata": {"labels": {"a": null, "c": "3"}}, "data": null}));
-        assert_eq!(result, json!({"metadata": {"labels": {"b": "2", "c": "3"}}}));
+        let result = patch(
+            "ConfigMap",
+            original,
+            json!({"metadata": {"labels": {"a": null, "c": "3"}}, "data": null}),
+        );
+        assert_eq!(
+            result,
+            json!({"metadata": {"labels": {"b": "2", "c": "3"}}})
+        );
     }
 
     #[test]
     fn nulls_in_new_values_are_dropped() {
-        let result = patch("ConfigMap", json!({}), json!({"metadata": {"labels": {"a": "1", "b": null}}}));
+        let result = patch(
+            "ConfigMap",
+            json!({}),
+            json!({"metadata": {"labels": {"a": "1", "b": null}}}),
+        );
         assert_eq!(result, json!({"metadata": {"labels": {"a": "1"}}}));
     }
 
@@ -585,9 +735,13 @@ mod tests {
             {"name": "a", "image": "a:1", "ports": [{"containerPort": 80, "name": "http"}]},
             {"name": "b", "image": "b:1"}
         ]));
-        let result = patch("Pod", original, json!({"spec": {"containers": [
-            {"name": "a", "image": "a:2", "ports": [{"containerPort": 80, "protocol": "TCP"}]}
-        ]}}));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"containers": [
+                {"name": "a", "image": "a:2", "ports": [{"containerPort": 80, "protocol": "TCP"}]}
+            ]}}),
+        );
         assert_eq!(
             result["spec"]["containers"],
             json!([
@@ -600,11 +754,22 @@ mod tests {
     #[test]
     fn new_list_items_go_first_like_upstream() {
         let original = pod(json!([{"name": "a"}, {"name": "b"}]));
-        let result = patch("Pod", original, json!({"spec": {"containers": [{"name": "c"}]}}));
-        assert_eq!(result["spec"]["containers"], json!([{"name": "c"}, {"name": "a"}, {"name": "b"}]));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"containers": [{"name": "c"}]}}),
+        );
+        assert_eq!(
+            result["spec"]["containers"],
+            json!([{"name": "c"}, {"name": "a"}, {"name": "b"}])
+        );
 
         let original = pod(json!([{"name": "a"}, {"name": "b"}, {"name": "c"}]));
-        let result = patch("Pod", original, json!({"spec": {"containers": [{"name": "b", "x": 1}, {"name": "d"}]}}));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"containers": [{"name": "b", "x": 1}, {"name": "d"}]}}),
+        );
         assert_eq!(
             result["spec"]["containers"],
             json!([{"name": "a"}, {"name": "b", "x": 1}, {"name": "d"}, {"name": "c"}])
@@ -614,45 +779,106 @@ mod tests {
     #[test]
     fn set_element_order_orders_the_merge() {
         let original = pod(json!([{"name": "a"}, {"name": "b"}]));
-        let result = patch("Pod", original, json!({"spec": {
-            "$setElementOrder/containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
-            "containers": [{"name": "c", "image": "c"}]
-        }}));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {
+                "$setElementOrder/containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}],
+                "containers": [{"name": "c", "image": "c"}]
+            }}),
+        );
         assert_eq!(
             result["spec"]["containers"],
             json!([{"name": "a"}, {"name": "b"}, {"name": "c", "image": "c"}])
         );
 
         let original = pod(json!([{"name": "a"}, {"name": "b"}]));
-        let result = patch("Pod", original, json!({"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}]}}));
-        assert_eq!(result["spec"]["containers"], json!([{"name": "b"}, {"name": "a"}]));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"$setElementOrder/containers": [{"name": "b"}, {"name": "a"}]}}),
+        );
+        assert_eq!(
+            result["spec"]["containers"],
+            json!([{"name": "b"}, {"name": "a"}])
+        );
+    }
+
+    #[test]
+    fn status_conditions_merge_by_type() {
+        let original = json!({"status": {"conditions": [
+            {"type": "Ready", "status": "False"},
+            {"type": "Initialized", "status": "True"}
+        ]}});
+        let result = patch(
+            "Pod",
+            original,
+            json!({"status": {
+                "$setElementOrder/conditions": [{"type": "Initialized"}, {"type": "Ready"}],
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }}),
+        );
+        assert_eq!(
+            result["status"]["conditions"],
+            json!([{"type": "Initialized", "status": "True"}, {"type": "Ready", "status": "True"}])
+        );
+    }
+
+    #[test]
+    fn service_ports_merge_by_port() {
+        let original = json!({"spec": {"ports": [{"port": 80, "name": "http"}, {"port": 443}]}});
+        let result = patch(
+            "Service",
+            original,
+            json!({"spec": {"ports": [{"port": 443, "name": "https"}]}}),
+        );
+        assert_eq!(
+            result["spec"]["ports"],
+            json!([{"port": 80, "name": "http"}, {"port": 443, "name": "https"}])
+        );
     }
 
     #[test]
     fn delete_directive_in_list() {
         let original = pod(json!([{"name": "a"}, {"name": "b"}]));
-        let result = patch("Pod", original, json!({"spec": {"containers": [{"$patch": "delete", "name": "a"}]}}));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"containers": [{"$patch": "delete", "name": "a"}]}}),
+        );
         assert_eq!(result["spec"]["containers"], json!([{"name": "b"}]));
     }
 
     #[test]
     fn replace_directive_in_list() {
         let original = pod(json!([{"name": "a", "image": "x"}, {"name": "b"}]));
-        let result = patch("Pod", original, json!({"spec": {"containers": [{"name": "c"}, {"$patch": "replace"}]}}));
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"containers": [{"name": "c"}, {"$patch": "replace"}]}}),
+        );
         assert_eq!(result["spec"]["containers"], json!([{"name": "c"}]));
     }
 
     #[test]
     fn replace_directive_on_map() {
         let original = json!({"metadata": {"labels": {"a": "1", "b": "2"}}});
-        let result = patch("ConfigMap", original, json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}));
+        let result = patch(
+            "ConfigMap",
+            original,
+            json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}),
+        );
         assert_eq!(result, json!({"metadata": {"labels": {"c": "3"}}}));
     }
 
     #[test]
     fn delete_directive_on_map() {
         let original = json!({"metadata": {"name": "x", "labels": {"a": "1"}}});
-        let result = patch("ConfigMap", original, json!({"metadata": {"labels": {"$patch": "delete"}}}));
+        let result = patch(
+            "ConfigMap",
+            original,
+            json!({"metadata": {"labels": {"$patch": "delete"}}}),
+        );
         assert_eq!(result, json!({"metadata": {"name": "x"}}));
         let whole = patch("ConfigMap", json!({"a": 1}), json!({"$patch": "delete"}));
         assert_eq!(whole, json!({}));
@@ -661,30 +887,62 @@ mod tests {
     #[test]
     fn finalizers_union_keeps_order() {
         let original = json!({"metadata": {"finalizers": ["a", "b"]}});
-        let result = patch("Widget", original.clone(), json!({"metadata": {"finalizers": ["b", "c"]}}));
+        let result = patch(
+            "Widget",
+            original.clone(),
+            json!({"metadata": {"finalizers": ["b", "c"]}}),
+        );
         assert_eq!(result["metadata"]["finalizers"], json!(["a", "b", "c"]));
-        let result = patch("Widget", original, json!({"metadata": {"finalizers": ["a"]}}));
+        let result = patch(
+            "Widget",
+            original,
+            json!({"metadata": {"finalizers": ["a"]}}),
+        );
         assert_eq!(result["metadata"]["finalizers"], json!(["a", "b"]));
     }
 
     #[test]
     fn delete_from_primitive_list() {
         let original = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
-        let result = patch("Widget", original, json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "z"]}}));
+        let result = patch(
+            "Widget",
+            original,
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b", "z"]}}),
+        );
         assert_eq!(result["metadata"]["finalizers"], json!(["a", "c"]));
-        let untouched = patch("Widget", json!({"metadata": {}}), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}));
+        let untouched = patch(
+            "Widget",
+            json!({"metadata": {}}),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}),
+        );
         assert_eq!(untouched, json!({"metadata": {}}));
     }
 
     #[test]
     fn retain_keys_clears_unlisted_fields() {
         let original = pod(json!([]));
-        let original = patch("Pod", original, json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}));
-        let result = patch("Pod", original, json!({"spec": {"volumes": [
-            {"name": "v", "$retainKeys": ["name", "hostPath"], "hostPath": {"path": "/x"}}
-        ]}}));
-        assert_eq!(result["spec"]["volumes"], json!([{"name": "v", "hostPath": {"path": "/x"}}]));
-        let error = apply_patch("Pod", &json!({}), &json!({"spec": {"$retainKeys": ["a"], "b": 1}})).unwrap_err();
+        let original = patch(
+            "Pod",
+            original,
+            json!({"spec": {"volumes": [{"name": "v", "emptyDir": {}}]}}),
+        );
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"volumes": [
+                {"name": "v", "$retainKeys": ["name", "hostPath"], "hostPath": {"path": "/x"}}
+            ]}}),
+        );
+        assert_eq!(
+            result["spec"]["volumes"],
+            json!([{"name": "v", "hostPath": {"path": "/x"}}])
+        );
+        let error = apply_patch(
+            "Pod",
+            &json!({}),
+            &json!({"spec": {"$retainKeys": ["a"], "b": 1}}),
+        )
+        .unwrap_err();
         assert_eq!(error, ERR_RETAIN_KEYS);
     }
 
@@ -694,14 +952,26 @@ mod tests {
         let result = patch("Widget", original, json!({"spec": {"items": [3]}}));
         assert_eq!(result["spec"]["items"], json!([3]));
         let original = pod(json!([]));
-        let original = patch("Pod", original, json!({"spec": {"tolerations": [{"key": "a"}]}}));
-        let result = patch("Pod", original, json!({"spec": {"tolerations": [{"key": "b"}]}}));
+        let original = patch(
+            "Pod",
+            original,
+            json!({"spec": {"tolerations": [{"key": "a"}]}}),
+        );
+        let result = patch(
+            "Pod",
+            original,
+            json!({"spec": {"tolerations": [{"key": "b"}]}}),
+        );
         assert_eq!(result["spec"]["tolerations"], json!([{"key": "b"}]));
     }
 
     #[test]
     fn type_changes_replace() {
-        let result = patch("Widget", json!({"spec": {"a": {"b": 1}}}), json!({"spec": {"a": "text"}}));
+        let result = patch(
+            "Widget",
+            json!({"spec": {"a": {"b": 1}}}),
+            json!({"spec": {"a": "text"}}),
+        );
         assert_eq!(result, json!({"spec": {"a": "text"}}));
     }
 
@@ -714,35 +984,84 @@ mod tests {
     #[test]
     fn errors() {
         let error = apply_patch("Pod", &json!({}), &json!([1])).unwrap_err();
-        assert_eq!(error, "json: cannot unmarshal array into Go value of type map[string]interface {}");
+        assert_eq!(
+            error,
+            "json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
         let error = apply_patch("Pod", &json!({}), &json!("x")).unwrap_err();
         assert!(error.contains("cannot unmarshal string"));
 
         let original = pod(json!([{"name": "a"}]));
-        let error = apply_patch("Pod", &original, &json!({"spec": {"containers": [{"image": "x"}]}})).unwrap_err();
-        assert_eq!(error, "map: map[image:x] does not contain declared merge key: name");
+        let error = apply_patch(
+            "Pod",
+            &original,
+            &json!({"spec": {"containers": [{"image": "x"}]}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "map: map[image:x] does not contain declared merge key: name"
+        );
 
-        let error = apply_patch("Pod", &original, &json!({"spec": {"$patch": "explode"}})).unwrap_err();
-        assert_eq!(error, "unknown patch type: explode in map: map[$patch:explode]");
+        let error =
+            apply_patch("Pod", &original, &json!({"spec": {"$patch": "explode"}})).unwrap_err();
+        assert_eq!(
+            error,
+            "unknown patch type: explode in map: map[$patch:explode]"
+        );
 
-        let error = apply_patch("Pod", &original, &json!({"spec": {"containers": [{"$patch": "delete"}]}})).unwrap_err();
-        assert_eq!(error, "map: map[$patch:delete] does not contain declared merge key: name");
+        let error = apply_patch(
+            "Pod",
+            &original,
+            &json!({"spec": {"containers": [{"$patch": "delete"}]}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            error,
+            "map: map[$patch:delete] does not contain declared merge key: name"
+        );
 
-        let error = apply_patch("Pod", &original, &json!({"spec": {"containers": ["a"]}})).unwrap_err();
-        assert_eq!(error, "list element types are not identical: [[map[name:a]] [a]]");
+        let error =
+            apply_patch("Pod", &original, &json!({"spec": {"containers": ["a"]}})).unwrap_err();
+        assert_eq!(
+            error,
+            "list element types are not identical: [[map[name:a]] [a]]"
+        );
 
-        let error = apply_patch("Widget", &json!({"metadata": {"finalizers": [["a"]]}}), &json!({"metadata": {"finalizers": [["b"]]}})).unwrap_err();
+        let error = apply_patch(
+            "Widget",
+            &json!({"metadata": {"finalizers": [["a"]]}}),
+            &json!({"metadata": {"finalizers": [["b"]]}}),
+        )
+        .unwrap_err();
         assert_eq!(error, "lists of lists are not supported");
 
-        let error = apply_patch("Pod", &original, &json!({"spec": {"$setElementOrder/containers": "x"}})).unwrap_err();
+        let error = apply_patch(
+            "Pod",
+            &original,
+            &json!({"spec": {"$setElementOrder/containers": "x"}}),
+        )
+        .unwrap_err();
         assert_eq!(error, ERR_SET_ELEMENT_ORDER);
-        let error = apply_patch("Pod", &original, &json!({"spec": {"$deleteFromPrimitiveListX": []}})).unwrap_err();
+        let error = apply_patch(
+            "Pod",
+            &original,
+            &json!({"spec": {"$deleteFromPrimitiveListX": []}}),
+        )
+        .unwrap_err();
         assert_eq!(error, ERR_PRIMITIVE_LIST);
     }
 
     #[test]
     fn go_number_formatting() {
-        let cases = [(json!(80), "80"), (json!(1.5), "1.5"), (json!(1_000_000), "1e+06"), (json!(0.00001), "1e-05"), (json!(0), "0"), (json!(-123456), "-123456")];
+        let cases = [
+            (json!(80), "80"),
+            (json!(1.5), "1.5"),
+            (json!(1_000_000), "1e+06"),
+            (json!(0.00001), "1e-05"),
+            (json!(0), "0"),
+            (json!(-123456), "-123456"),
+        ];
         for (value, expected) in cases {
             assert_eq!(go_format(&value), expected);
         }

@@ -32,7 +32,10 @@ pub enum TestEnvError {
     #[error("starting the sandbox: {0}")]
     Sandbox(#[from] vigil_sandbox::SandboxError),
     #[error("reading kubeconfig {path}: {source}")]
-    Kubeconfig { path: String, source: kube::config::KubeconfigError },
+    Kubeconfig {
+        path: String,
+        source: kube::config::KubeconfigError,
+    },
     #[error("building a client: {0}")]
     Client(#[from] kube::Error),
     #[error("creating the test namespace: {0}")]
@@ -65,7 +68,10 @@ pub struct TestEnv {
 
 impl std::fmt::Debug for TestEnv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TestEnv").field("namespace", &self.namespace).field("sandbox", &self.is_sandbox()).finish()
+        f.debug_struct("TestEnv")
+            .field("namespace", &self.namespace)
+            .field("sandbox", &self.is_sandbox())
+            .finish()
     }
 }
 
@@ -77,21 +83,29 @@ impl TestEnv {
 
     /// Like [`TestEnv::start`], with options.
     pub async fn start_with(options: TestEnvOptions) -> Result<Self, TestEnvError> {
-        let (backend, kubeconfig_text) = match std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
-            Some(path) => {
-                let text = std::fs::read_to_string(&path)?;
-                (Backend::Cluster, text)
-            }
-            None => {
-                let sandbox = Sandbox::start(options.sandbox).await?;
-                let text = sandbox.kubeconfig();
-                (Backend::Sandbox(sandbox), text)
-            }
-        };
+        let (backend, kubeconfig_text) =
+            match std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)?;
+                    (Backend::Cluster, text)
+                }
+                None => {
+                    let sandbox = Sandbox::start(options.sandbox).await?;
+                    let text = sandbox.kubeconfig();
+                    (Backend::Sandbox(sandbox), text)
+                }
+            };
         let config = config_from_text(&kubeconfig_text).await?;
         let client = Client::try_from(config)?;
         let namespace = create_namespace(&client).await?;
-        Ok(Self { client, namespace, backend, kubeconfig_text, kubeconfig_file: None, cleaned: false })
+        Ok(Self {
+            client,
+            namespace,
+            backend,
+            kubeconfig_text,
+            kubeconfig_file: None,
+            cleaned: false,
+        })
     }
 
     /// A client for the environment.
@@ -165,9 +179,17 @@ impl Drop for TestEnv {
         let text = self.kubeconfig_text.clone();
         let namespace = self.namespace.clone();
         let worker = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return };
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
             runtime.block_on(async move {
-                if let Ok(client) = config_from_text(&text).await.and_then(|c| Ok(Client::try_from(c)?)) {
+                if let Ok(client) = config_from_text(&text)
+                    .await
+                    .and_then(|c| Ok(Client::try_from(c)?))
+                {
                     delete_namespace(&client, &namespace).await;
                 }
             });
@@ -177,16 +199,24 @@ impl Drop for TestEnv {
 }
 
 async fn config_from_text(text: &str) -> Result<Config, TestEnvError> {
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|source| TestEnvError::Kubeconfig { path: KUBECONFIG_ENV.into(), source })?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|source| TestEnvError::Kubeconfig {
+        path: KUBECONFIG_ENV.into(),
+        source,
+    })?;
     Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|source| TestEnvError::Kubeconfig { path: KUBECONFIG_ENV.into(), source })
+        .map_err(|source| TestEnvError::Kubeconfig {
+            path: KUBECONFIG_ENV.into(),
+            source,
+        })
 }
 
 /// A random suffix of lowercase letters and digits.
 fn random_suffix(len: usize) -> String {
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
-    (0..len).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+    (0..len)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 async fn create_namespace(client: &Client) -> Result<String, TestEnvError> {
@@ -196,7 +226,9 @@ async fn create_namespace(client: &Client) -> Result<String, TestEnvError> {
         "metadata": {"name": name, "labels": {TEST_LABEL: "true"}}
     }))
     .map_err(|e| TestEnvError::Namespace(kube::Error::SerdeError(e)))?;
-    api.create(&PostParams::default(), &ns).await.map_err(TestEnvError::Namespace)?;
+    api.create(&PostParams::default(), &ns)
+        .await
+        .map_err(TestEnvError::Namespace)?;
     Ok(name)
 }
 

@@ -58,7 +58,11 @@ async fn spawn_sandbox() -> anyhow::Result<Child> {
         .await
         .context("the sandbox did not get ready in 10 s")??
         .context("the sandbox exited before getting ready")?;
-    let url = ready.split_whitespace().find(|w| w.starts_with("http://")).context("no URL in the ready line")?.to_owned();
+    let url = ready
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .context("no URL in the ready line")?
+        .to_owned();
     Ok(Child { process, url })
 }
 
@@ -97,12 +101,15 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let list = api.list_metadata(&Default::default()).await?;
     let start_rv = list.metadata.resource_version.unwrap_or_default();
 
-    let sent: Arc<Mutex<HashMap<String, Instant>>> = Arc::new(Mutex::new(HashMap::with_capacity(args.objects)));
+    let sent: Arc<Mutex<HashMap<String, Instant>>> =
+        Arc::new(Mutex::new(HashMap::with_capacity(args.objects)));
     let mut watchers = Vec::new();
     for _ in 0..args.watchers {
         let watch_client = Client::try_from(kube::Config::new(child.url.parse()?))?;
         let api: Api<ConfigMap> = Api::namespaced(watch_client, "default");
-        let stream = api.watch(&WatchParams::default().timeout(290), &start_rv).await?;
+        let stream = api
+            .watch(&WatchParams::default().timeout(290), &start_rv)
+            .await?;
         let sent = sent.clone();
         let expected = args.objects;
         watchers.push(tokio::spawn(async move {
@@ -150,7 +157,9 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let mut latencies = Vec::new();
     let mut complete = 0;
     for w in watchers {
-        let l = tokio::time::timeout(Duration::from_secs(60), w).await.context("watchers did not finish")??;
+        let l = tokio::time::timeout(Duration::from_secs(60), w)
+            .await
+            .context("watchers did not finish")??;
         if l.len() == args.objects {
             complete += 1;
         }
@@ -159,8 +168,15 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     latencies.sort_unstable();
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
-    println!("vigil bench sandbox: {} creates, {} watchers, concurrency {}", args.objects, args.watchers, args.concurrency);
-    println!("  creates:            {:.3} s total, {:.0} creates/s", elapsed.as_secs_f64(), args.objects as f64 / elapsed.as_secs_f64());
+    println!(
+        "vigil bench sandbox: {} creates, {} watchers, concurrency {}",
+        args.objects, args.watchers, args.concurrency
+    );
+    println!(
+        "  creates:            {:.3} s total, {:.0} creates/s",
+        elapsed.as_secs_f64(),
+        args.objects as f64 / elapsed.as_secs_f64()
+    );
     println!("  watchers complete:  {complete}/{}", args.watchers);
     println!(
         "  watch delivery:     p50 {}, p90 {}, p99 {}, max {} ({} events; measured from create request start)",

@@ -7,7 +7,11 @@ mod sandbox;
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
-#[command(name = "vigil", version, about = "Vigil: a Kubernetes operator for platform teams")]
+#[command(
+    name = "vigil",
+    version,
+    about = "Vigil: a Kubernetes operator for platform teams"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,17 +33,26 @@ enum Command {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_tracing();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Run => anyhow::bail!("`vigil run` is not available yet: the operator runtime lands with a later issue"),
-            Command::Manifests => anyhow::bail!("`vigil manifests` is not available yet: manifests land with the first controller"),
+            Command::Run => anyhow::bail!(
+                "`vigil run` is not available yet: the operator runtime lands with a later issue"
+            ),
+            Command::Manifests => anyhow::bail!(
+                "`vigil manifests` is not available yet: manifests land with the first controller"
+            ),
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Bench(bench) => bench::run(bench).await,
         }

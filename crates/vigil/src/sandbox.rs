@@ -29,12 +29,18 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         watch_window: args.watch_window,
         ..SandboxConfig::default()
     };
-    let sandbox = Sandbox::start(config).await.context("starting the sandbox")?;
+    let sandbox = Sandbox::start(config)
+        .await
+        .context("starting the sandbox")?;
     if let Some(path) = &args.kubeconfig_out {
         sandbox.write_kubeconfig(path)?;
     }
     match &args.kubeconfig_out {
-        Some(path) => println!("sandbox ready at {} (kubeconfig: {})", sandbox.url(), path.display()),
+        Some(path) => println!(
+            "sandbox ready at {} (kubeconfig: {})",
+            sandbox.url(),
+            path.display()
+        ),
         None => println!("sandbox ready at {}", sandbox.url()),
     }
     wait_for_signal().await?;

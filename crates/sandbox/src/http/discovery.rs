@@ -30,7 +30,10 @@ pub fn core_versions(server_address: &str) -> Value {
 }
 
 fn group_json(name: &str, versions: &[String]) -> Value {
-    let list: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v})).collect();
+    let list: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
     let preferred = list.first().cloned().unwrap_or(json!({}));
     json!({"name": name, "versions": list, "preferredVersion": preferred})
 }
@@ -48,7 +51,10 @@ pub fn groups(registry: &Registry) -> Value {
 
 /// `/apis/{group}`, or None when the group is not served.
 pub fn group(registry: &Registry, name: &str) -> Option<Value> {
-    let g = registry.groups().into_iter().find(|g| g.name == name && !name.is_empty())?;
+    let g = registry
+        .groups()
+        .into_iter()
+        .find(|g| g.name == name && !name.is_empty())?;
     let mut doc = group_json(&g.name, &g.versions);
     doc["kind"] = json!("APIGroup");
     doc["apiVersion"] = json!("v1");
@@ -74,9 +80,7 @@ fn resource_json(info: &ResourceInfo) -> Value {
 
 fn subresources_json(info: &ResourceInfo) -> Vec<Value> {
     let mut out = Vec::new();
-    let sub = |name: &str, kind: &str, verbs: &[&str]| {
-        json!({"name": format!("{}/{name}", info.resource), "singularName": "", "namespaced": info.namespaced, "kind": kind, "verbs": verbs})
-    };
+    let sub = |name: &str, kind: &str, verbs: &[&str]| json!({"name": format!("{}/{name}", info.resource), "singularName": "", "namespaced": info.namespaced, "kind": kind, "verbs": verbs});
     if info.has_status_subresource() {
         out.push(sub("status", &info.kind, &["get", "patch", "update"]));
     }
@@ -107,8 +111,14 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         resources.push(resource_json(info));
         resources.extend(subresources_json(info));
     }
-    let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
-    Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}))
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+    )
 }
 
 #[cfg(test)]
@@ -119,7 +129,12 @@ mod tests {
     fn core_list_has_pods_and_status() {
         let r = Registry::builtin();
         let list = resource_list(&r, "", "v1").expect("served");
-        let names: Vec<&str> = list["resources"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
+        let names: Vec<&str> = list["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str())
+            .collect();
         assert!(names.contains(&"pods"));
         assert!(names.contains(&"pods/status"));
         assert!(names.contains(&"namespaces/finalize"));

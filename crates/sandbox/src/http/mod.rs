@@ -70,7 +70,14 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
     let query = Query::parse(parts.uri.query());
-    match dispatch(&app, &parts.method, parts.uri.path(), &query, &parts.headers, body) {
+    match dispatch(
+        &app,
+        &parts.method,
+        parts.uri.path(),
+        &query,
+        &parts.headers,
+        body,
+    ) {
         Ok(response) => response,
         Err(e) => error_response(&e),
     }
@@ -78,7 +85,10 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
     let Some(token) = &app.token else { return true };
-    let given = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| v.strip_prefix("Bearer "));
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
     given.is_some_and(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes()))
 }
 
@@ -90,12 +100,18 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 fn json_response(code: StatusCode, body: Bytes) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = code;
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     r
 }
 
 fn value_response(code: StatusCode, value: &Value) -> Response {
-    json_response(code, Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+    json_response(
+        code,
+        Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    )
 }
 
 /// A Status body with the error's code.
@@ -104,31 +120,53 @@ pub fn error_response(e: &ApiError) -> Response {
     value_response(code, &e.to_status())
 }
 
-fn dispatch(app: &Arc<App>, method: &Method, path: &str, query: &Query, headers: &HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+fn dispatch(
+    app: &Arc<App>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let endpoint = request::parse_path(path);
     if !matches!(endpoint, Endpoint::Resource(_)) && method != Method::GET {
-        return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+        return Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        ));
     }
     match endpoint {
         Endpoint::Version => Ok(value_response(StatusCode::OK, &discovery::version())),
         Endpoint::Health => {
             let mut r = Response::new(Body::from("ok"));
-            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+            r.headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain"));
             Ok(r)
         }
-        Endpoint::CoreVersions => Ok(value_response(StatusCode::OK, &discovery::core_versions(&app.server_address))),
-        Endpoint::Groups => Ok(value_response(StatusCode::OK, &discovery::groups(&app.store.read().registry))),
+        Endpoint::CoreVersions => Ok(value_response(
+            StatusCode::OK,
+            &discovery::core_versions(&app.server_address),
+        )),
+        Endpoint::Groups => Ok(value_response(
+            StatusCode::OK,
+            &discovery::groups(&app.store.read().registry),
+        )),
         Endpoint::Group(g) => {
-            let doc = discovery::group(&app.store.read().registry, &g).ok_or_else(ApiError::unknown_resource)?;
+            let doc = discovery::group(&app.store.read().registry, &g)
+                .ok_or_else(ApiError::unknown_resource)?;
             Ok(value_response(StatusCode::OK, &doc))
         }
         Endpoint::GroupVersion { group, version } => {
-            let doc = discovery::resource_list(&app.store.read().registry, &group, &version).ok_or_else(ApiError::unknown_resource)?;
+            let doc = discovery::resource_list(&app.store.read().registry, &group, &version)
+                .ok_or_else(ApiError::unknown_resource)?;
             Ok(value_response(StatusCode::OK, &doc))
         }
-        Endpoint::OpenApiV3 => Ok(value_response(StatusCode::OK, &openapi::root(&app.store.read().registry))),
+        Endpoint::OpenApiV3 => Ok(value_response(
+            StatusCode::OK,
+            &openapi::root(&app.store.read().registry),
+        )),
         Endpoint::OpenApiV3GroupVersion { group, version } => {
-            let doc = openapi::group_version(&app.store.read().registry, &group, &version).ok_or_else(ApiError::unknown_resource)?;
+            let doc = openapi::group_version(&app.store.read().registry, &group, &version)
+                .ok_or_else(ApiError::unknown_resource)?;
             Ok(value_response(StatusCode::OK, &doc))
         }
         Endpoint::Unknown => Err(ApiError::unknown_resource()),
@@ -137,14 +175,21 @@ fn dispatch(app: &Arc<App>, method: &Method, path: &str, query: &Query, headers:
 }
 
 fn lookup(app: &App, rp: &ResourcePath) -> Result<Arc<ResourceInfo>, ApiError> {
-    let info = app.store.read().registry.get(&rp.group, &rp.version, &rp.resource).ok_or_else(ApiError::unknown_resource)?;
+    let info = app
+        .store
+        .read()
+        .registry
+        .get(&rp.group, &rp.version, &rp.resource)
+        .ok_or_else(ApiError::unknown_resource)?;
     if rp.namespace.is_some() && !info.namespaced {
         return Err(ApiError::unknown_resource());
     }
-    if let Some(ns) = &rp.namespace {
-        if let Some(problem) = meta::namespace_name_problems(ns).into_iter().next() {
-            return Err(ApiError::bad_request(format!("invalid namespace {ns:?}: {problem}")));
-        }
+    if let Some(ns) = &rp.namespace
+        && let Some(problem) = meta::namespace_name_problems(ns).into_iter().next()
+    {
+        return Err(ApiError::bad_request(format!(
+            "invalid namespace {ns:?}: {problem}"
+        )));
     }
     Ok(info)
 }
@@ -157,7 +202,14 @@ fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, Api
     })
 }
 
-fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, headers: &HeaderMap, body: Bytes) -> Result<Response, ApiError> {
+fn resource(
+    app: &Arc<App>,
+    method: &Method,
+    rp: &ResourcePath,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let info = lookup(app, rp)?;
     let ns = rp.namespace.as_deref().unwrap_or("");
     let format = request::format(headers);
@@ -166,7 +218,9 @@ fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, h
         None => Target::Main,
         Some("status") if info.has_status_subresource() => Target::Status,
         Some("finalize") if info.extra_subresources.contains(&"finalize") => Target::Finalize,
-        Some("binding") if info.extra_subresources.contains(&"binding") && *method == Method::POST => {
+        Some("binding")
+            if info.extra_subresources.contains(&"binding") && *method == Method::POST =>
+        {
             let name = rp.name.as_deref().unwrap_or("");
             return bind_pod(app, &info, ns, name, headers, &body, query);
         }
@@ -186,9 +240,20 @@ fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, h
             let stored = app
                 .store
                 .read()
-                .get(&info.storage_key, if info.namespaced { ns } else { "" }, name)
+                .get(
+                    &info.storage_key,
+                    if info.namespaced { ns } else { "" },
+                    name,
+                )
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.resource, name))?;
-            Ok(object_response(&info, &stored, StatusCode::OK, format, include, &[]))
+            Ok(object_response(
+                &info,
+                &stored,
+                StatusCode::OK,
+                format,
+                include,
+                &[],
+            ))
         }
         (Method::POST, None) if target == Target::Main => {
             if info.namespaced && rp.namespace.is_none() {
@@ -204,7 +269,9 @@ fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, h
             let obj = request::decode_object(headers, &body)?;
             request::check_type(&obj, &info.api_version(), &info.kind)?;
             let opts = write_options(query, headers)?;
-            let written = app.store.write(|s| ops::update(s, &info, ns, name, obj, &opts, target))?;
+            let written = app
+                .store
+                .write(|s| ops::update(s, &info, ns, name, obj, &opts, target))?;
             Ok(written_response(&info, &written, format, include))
         }
         (Method::PATCH, Some(name)) if target != Target::Finalize => {
@@ -213,28 +280,46 @@ fn resource(app: &Arc<App>, method: &Method, rp: &ResourcePath, query: &Query, h
             if matches!(patch_type, ops::PatchType::Apply { .. }) {
                 opts.field_manager = query.str("fieldManager").to_owned();
             }
-            let written = app.store.write(|s| ops::patch(s, &info, ns, name, patch_type, patch, &opts, target))?;
+            let written = app
+                .store
+                .write(|s| ops::patch(s, &info, ns, name, patch_type, patch, &opts, target))?;
             Ok(written_response(&info, &written, format, include))
         }
         (Method::DELETE, Some(name)) if target == Target::Main => {
             let opts = delete_options(query, &body)?;
-            let outcome = app.store.write(|s| ops::delete(s, &info, ns, name, &opts))?;
+            let outcome = app
+                .store
+                .write(|s| ops::delete(s, &info, ns, name, &opts))?;
             Ok(delete_response(&info, outcome))
         }
         (Method::DELETE, None) if target == Target::Main => {
             if info.resource == "namespaces" && info.group.is_empty() {
-                return Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource"));
+                return Err(ApiError::method_not_allowed(
+                    "the server does not allow this method on the requested resource",
+                ));
             }
             delete_collection(app, &info, rp, query, &body)
         }
-        _ => Err(ApiError::method_not_allowed("the server does not allow this method on the requested resource")),
+        _ => Err(ApiError::method_not_allowed(
+            "the server does not allow this method on the requested resource",
+        )),
     }
 }
 
-fn object_response(info: &ResourceInfo, stored: &Stored, code: StatusCode, format: Format, include: IncludeObject, warnings: &[String]) -> Response {
+fn object_response(
+    info: &ResourceInfo,
+    stored: &Stored,
+    code: StatusCode,
+    format: Format,
+    include: IncludeObject,
+    warnings: &[String],
+) -> Response {
     let mut r = match format {
         Format::Json => json_response(code, object_json(info, stored)),
-        Format::Table => value_response(code, &table::table(info, &[stored], include, &stored.rv.to_string(), None)),
+        Format::Table => value_response(
+            code,
+            &table::table(info, &[stored], include, &stored.rv.to_string(), None),
+        ),
     };
     for w in warnings {
         let text = format!("299 - {}", serde_json::to_string(w).unwrap_or_default());
@@ -245,15 +330,33 @@ fn object_response(info: &ResourceInfo, stored: &Stored, code: StatusCode, forma
     r
 }
 
-fn written_response(info: &ResourceInfo, written: &Written, format: Format, include: IncludeObject) -> Response {
-    let code = if written.created { StatusCode::CREATED } else { StatusCode::OK };
-    object_response(info, &written.object, code, format, include, &written.warnings)
+fn written_response(
+    info: &ResourceInfo,
+    written: &Written,
+    format: Format,
+    include: IncludeObject,
+) -> Response {
+    let code = if written.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    object_response(
+        info,
+        &written.object,
+        code,
+        format,
+        include,
+        &written.warnings,
+    )
 }
 
 fn delete_response(info: &ResourceInfo, outcome: Deleted) -> Response {
     match outcome {
         Deleted::Pending(obj) => json_response(StatusCode::OK, object_json(info, &obj)),
-        Deleted::Now(obj) if info.delete_returns_object => json_response(StatusCode::OK, object_json(info, &obj)),
+        Deleted::Now(obj) if info.delete_returns_object => {
+            json_response(StatusCode::OK, object_json(info, &obj))
+        }
         Deleted::Now(obj) => {
             let mut details = json!({"name": obj.name(), "kind": info.resource, "uid": meta::meta_str(&obj.value, "uid")});
             if !info.group.is_empty() {
@@ -268,17 +371,38 @@ fn delete_response(info: &ResourceInfo, outcome: Deleted) -> Response {
 }
 
 fn filter_for(info: &ResourceInfo, rp: &ResourcePath, query: &Query) -> Result<Filter, ApiError> {
-    Filter::new(info, rp.namespace.as_deref(), query.str("labelSelector"), query.str("fieldSelector"))
+    Filter::new(
+        info,
+        rp.namespace.as_deref(),
+        query.str("labelSelector"),
+        query.str("fieldSelector"),
+    )
 }
 
-fn list(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, format: Format, include: IncludeObject) -> Result<Response, ApiError> {
+fn list(
+    app: &App,
+    info: &ResourceInfo,
+    rp: &ResourcePath,
+    query: &Query,
+    format: Format,
+    include: IncludeObject,
+) -> Result<Response, ApiError> {
     let filter = filter_for(info, rp, query)?;
     let limit = query.number("limit")?.and_then(|l| usize::try_from(l).ok());
-    let page = query::list(&app.store.read(), info, &filter, limit, query.get("continue"))?;
+    let page = query::list(
+        &app.store.read(),
+        info,
+        &filter,
+        limit,
+        query.get("continue"),
+    )?;
     let rv = page.resource_version.to_string();
     if format == Format::Table {
         let items: Vec<&Stored> = page.items.iter().map(AsRef::as_ref).collect();
-        return Ok(value_response(StatusCode::OK, &table::table(info, &items, include, &rv, page.continue_token.as_deref())));
+        return Ok(value_response(
+            StatusCode::OK,
+            &table::table(info, &items, include, &rv, page.continue_token.as_deref()),
+        ));
     }
     let mut metadata = json!({"resourceVersion": rv});
     if let Some(token) = &page.continue_token {
@@ -290,7 +414,9 @@ fn list(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, format
     let head = json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": metadata});
     // Splice the cached item bytes into the list instead of re-serializing every object.
     let head = serde_json::to_vec(&head).unwrap_or_default();
-    let mut buf = BytesMut::with_capacity(head.len() + page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 16);
+    let mut buf = BytesMut::with_capacity(
+        head.len() + page.items.iter().map(|i| i.json.len() + 1).sum::<usize>() + 16,
+    );
     buf.put_slice(&head[..head.len().saturating_sub(1)]);
     buf.put_slice(b",\"items\":[");
     for (i, item) in page.items.iter().enumerate() {
@@ -303,15 +429,30 @@ fn list(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, format
     Ok(json_response(StatusCode::OK, buf.freeze()))
 }
 
-fn watch(app: &Arc<App>, info: Arc<ResourceInfo>, rp: &ResourcePath, query: &Query, format: Format, include: IncludeObject) -> Result<Response, ApiError> {
+fn watch(
+    app: &Arc<App>,
+    info: Arc<ResourceInfo>,
+    rp: &ResourcePath,
+    query: &Query,
+    format: Format,
+    include: IncludeObject,
+) -> Result<Response, ApiError> {
     let filter = filter_for(&info, rp, query)?;
     let send_initial = query.flag("sendInitialEvents");
     let start = match query.str("resourceVersion") {
         _ if send_initial => watch::Start::Snapshot,
         "" | "0" => watch::Start::Snapshot,
-        rv => watch::Start::After(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?),
+        rv => watch::Start::After(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?,
+        ),
     };
-    let timeout = query.number("timeoutSeconds")?.filter(|t| *t > 0).map_or(Duration::from_secs(1800), |t| Duration::from_secs(t.unsigned_abs()));
+    let timeout = query
+        .number("timeoutSeconds")?
+        .filter(|t| *t > 0)
+        .map_or(Duration::from_secs(1800), |t| {
+            Duration::from_secs(t.unsigned_abs())
+        });
     let req = watch::WatchRequest {
         start,
         timeout,
@@ -321,8 +462,14 @@ fn watch(app: &Arc<App>, info: Arc<ResourceInfo>, rp: &ResourcePath, query: &Que
         include,
     };
     let mut r = Response::new(watch::stream(app.clone(), info, filter, req));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     Ok(r)
 }
 
@@ -330,31 +477,73 @@ fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError
     let from_body: Value = if body.is_empty() {
         json!({})
     } else {
-        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?
     };
-    let text = |field: &str| from_body.get(field).and_then(Value::as_str).map(str::to_owned);
-    let dry_run = query.dry_run()? || from_body.get("dryRun").and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == "All"));
-    let propagation = query.get("propagationPolicy").map(str::to_owned).or_else(|| text("propagationPolicy"));
-    if let Some(p) = propagation.as_deref() {
-        if !matches!(p, "Orphan" | "Background" | "Foreground") {
-            return Err(ApiError::invalid("", "DeleteOptions", "", &[crate::field_error::FieldError::not_supported(
-                "propagationPolicy",
-                &json!(p),
-                &[json!("Foreground"), json!("Background"), json!("Orphan"), json!("nil")],
-            )]));
-        }
+    let text = |field: &str| {
+        from_body
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let dry_run = query.dry_run()?
+        || from_body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    let propagation = query
+        .get("propagationPolicy")
+        .map(str::to_owned)
+        .or_else(|| text("propagationPolicy"));
+    if let Some(p) = propagation.as_deref()
+        && !matches!(p, "Orphan" | "Background" | "Foreground")
+    {
+        let supported = [
+            json!("Foreground"),
+            json!("Background"),
+            json!("Orphan"),
+            json!("nil"),
+        ];
+        let cause = crate::field_error::FieldError::not_supported(
+            "propagationPolicy",
+            &json!(p),
+            &supported,
+        );
+        return Err(ApiError::invalid("", "DeleteOptions", "", &[cause]));
     }
     let orphan_flag = from_body.get("orphanDependents").and_then(Value::as_bool);
     Ok(DeleteOptions {
         dry_run,
-        grace_period_seconds: query.number("gracePeriodSeconds")?.or_else(|| from_body.get("gracePeriodSeconds").and_then(Value::as_i64)),
-        propagation: propagation.or_else(|| orphan_flag.map(|o| if o { "Orphan".into() } else { "Background".into() })),
-        precondition_uid: from_body.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned),
-        precondition_rv: from_body.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned),
+        grace_period_seconds: query
+            .number("gracePeriodSeconds")?
+            .or_else(|| from_body.get("gracePeriodSeconds").and_then(Value::as_i64)),
+        propagation: propagation.or_else(|| {
+            orphan_flag.map(|o| {
+                if o {
+                    "Orphan".into()
+                } else {
+                    "Background".into()
+                }
+            })
+        }),
+        precondition_uid: from_body
+            .pointer("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        precondition_rv: from_body
+            .pointer("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
 }
 
-fn delete_collection(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &Query, body: &Bytes) -> Result<Response, ApiError> {
+fn delete_collection(
+    app: &App,
+    info: &ResourceInfo,
+    rp: &ResourcePath,
+    query: &Query,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
     let filter = filter_for(info, rp, query)?;
     let opts = delete_options(query, body)?;
     let items = app.store.write(|state| {
@@ -370,7 +559,10 @@ fn delete_collection(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &
         Ok::<_, ApiError>((out, state.rv()))
     })?;
     let (items, rv) = items;
-    let values: Vec<Value> = items.iter().map(|o| crate::convert::from_storage(info, &o.value).into_owned()).collect();
+    let values: Vec<Value> = items
+        .iter()
+        .map(|o| crate::convert::from_storage(info, &o.value).into_owned())
+        .collect();
     Ok(value_response(
         StatusCode::OK,
         &json!({"kind": format!("{}List", info.kind), "apiVersion": info.api_version(), "metadata": {"resourceVersion": rv.to_string()}, "items": values}),
@@ -378,21 +570,53 @@ fn delete_collection(app: &App, info: &ResourceInfo, rp: &ResourcePath, query: &
 }
 
 /// `pods/{name}/binding`: assigns a pod to a node, once.
-fn bind_pod(app: &App, info: &ResourceInfo, ns: &str, name: &str, headers: &HeaderMap, body: &Bytes, query: &Query) -> Result<Response, ApiError> {
+fn bind_pod(
+    app: &App,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    headers: &HeaderMap,
+    body: &Bytes,
+    query: &Query,
+) -> Result<Response, ApiError> {
     let binding = request::decode_object(headers, body)?;
-    let node = binding.pointer("/target/name").and_then(Value::as_str).unwrap_or("").to_owned();
+    let node = binding
+        .pointer("/target/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     if node.is_empty() {
-        return Err(ApiError::invalid("", "Binding", name, &[crate::field_error::FieldError::required("target.name", "")]));
+        return Err(ApiError::invalid(
+            "",
+            "Binding",
+            name,
+            &[crate::field_error::FieldError::required("target.name", "")],
+        ));
     }
     let opts = write_options(query, headers)?;
     app.store.write(|state| {
-        let pod = state.get(&info.storage_key, ns, name).ok_or_else(|| ApiError::not_found("", "pods", name))?;
-        if let Some(current) = pod.value.pointer("/spec/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty()) {
-            return Err(ApiError::conflict("", "pods", name, &format!("pod {name} is already assigned to node {current:?}")));
+        let pod = state
+            .get(&info.storage_key, ns, name)
+            .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+        if let Some(current) = pod
+            .value
+            .pointer("/spec/nodeName")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+        {
+            return Err(ApiError::conflict(
+                "",
+                "pods",
+                name,
+                &format!("pod {name} is already assigned to node {current:?}"),
+            ));
         }
         let mut updated = pod.value.clone();
         meta::object_mut(&mut updated["spec"]).insert("nodeName".into(), json!(node));
         ops::update(state, info, ns, name, updated, &opts, Target::Main)
     })?;
-    Ok(value_response(StatusCode::CREATED, &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})))
+    Ok(value_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+    ))
 }

@@ -8,7 +8,11 @@ use serde_json::{Value, json};
 use crate::resources::{Registry, ResourceInfo};
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// A short content hash, so clients that cache by hash see CRD changes.
@@ -16,7 +20,12 @@ fn fingerprint(infos: &[std::sync::Arc<ResourceInfo>]) -> String {
     // FNV-1a over the served kinds: stable across runs, unlike std's randomized hasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for info in infos {
-        for b in info.resource.bytes().chain(info.kind.bytes()).chain([info.namespaced as u8]) {
+        for b in info
+            .resource
+            .bytes()
+            .chain(info.kind.bytes())
+            .chain([info.namespaced as u8])
+        {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
@@ -40,7 +49,9 @@ pub fn root(registry: &Registry) -> Value {
 
 fn operation(info: &ResourceInfo, verb: &str) -> Value {
     let gvk = json!({"group": info.group, "version": info.version, "kind": info.kind});
-    let mut params = vec![json!({"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}})];
+    let mut params = vec![
+        json!({"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}}),
+    ];
     if verb != "delete" {
         params.push(json!({"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
         params.push(json!({"name": "fieldValidation", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
@@ -63,7 +74,11 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
     let prefix = gv_path(group, version);
     let mut paths = serde_json::Map::new();
     for info in &infos {
-        let scope = if info.namespaced { "/namespaces/{namespace}" } else { "" };
+        let scope = if info.namespaced {
+            "/namespaces/{namespace}"
+        } else {
+            ""
+        };
         paths.insert(
             format!("/{prefix}{scope}/{}", info.resource),
             json!({"get": operation(info, "list"), "post": operation(info, "post")}),
@@ -89,10 +104,22 @@ mod tests {
     fn every_kind_has_a_patch_with_field_validation() {
         let r = Registry::builtin();
         let root = root(&r);
-        assert!(root["paths"]["api/v1"]["serverRelativeURL"].as_str().is_some_and(|u| u.starts_with("/openapi/v3/api/v1?hash=")));
+        assert!(
+            root["paths"]["api/v1"]["serverRelativeURL"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("/openapi/v3/api/v1?hash="))
+        );
         let doc = group_version(&r, "apps", "v1").expect("served");
-        let patch = &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
-        assert_eq!(patch["x-kubernetes-group-version-kind"]["kind"], "Deployment");
-        assert!(patch["parameters"].as_array().is_some_and(|p| p.iter().any(|p| p["name"] == "fieldValidation")));
+        let patch =
+            &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"],
+            "Deployment"
+        );
+        assert!(
+            patch["parameters"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|p| p["name"] == "fieldValidation"))
+        );
     }
 }

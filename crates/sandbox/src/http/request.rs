@@ -21,11 +21,17 @@ pub enum Endpoint {
     /// `/apis/{group}`
     Group(String),
     /// `/api/v1` or `/apis/{group}/{version}`
-    GroupVersion { group: String, version: String },
+    GroupVersion {
+        group: String,
+        version: String,
+    },
     /// `/openapi/v3`: the index of per-group-version documents.
     OpenApiV3,
     /// `/openapi/v3/api/v1`, `/openapi/v3/apis/{group}/{version}`.
-    OpenApiV3GroupVersion { group: String, version: String },
+    OpenApiV3GroupVersion {
+        group: String,
+        version: String,
+    },
     Resource(ResourcePath),
     Unknown,
 }
@@ -48,20 +54,34 @@ const NAMESPACE_SUBRESOURCES: &[&str] = &["status", "finalize"];
 
 /// Parses a request path.
 pub fn parse_path(path: &str) -> Endpoint {
-    let parts: Vec<&str> = path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let parts: Vec<&str> = path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
     match parts.as_slice() {
         ["version"] => Endpoint::Version,
         ["healthz" | "livez" | "readyz", ..] => Endpoint::Health,
         ["openapi", "v3"] => Endpoint::OpenApiV3,
-        ["openapi", "v3", "api", version] => Endpoint::OpenApiV3GroupVersion { group: String::new(), version: (*version).to_owned() },
-        ["openapi", "v3", "apis", group, version] => {
-            Endpoint::OpenApiV3GroupVersion { group: (*group).to_owned(), version: (*version).to_owned() }
-        }
+        ["openapi", "v3", "api", version] => Endpoint::OpenApiV3GroupVersion {
+            group: String::new(),
+            version: (*version).to_owned(),
+        },
+        ["openapi", "v3", "apis", group, version] => Endpoint::OpenApiV3GroupVersion {
+            group: (*group).to_owned(),
+            version: (*version).to_owned(),
+        },
         ["api"] => Endpoint::CoreVersions,
         ["apis"] => Endpoint::Groups,
         ["apis", group] => Endpoint::Group((*group).to_owned()),
-        ["api", version] => Endpoint::GroupVersion { group: String::new(), version: (*version).to_owned() },
-        ["apis", group, version] => Endpoint::GroupVersion { group: (*group).to_owned(), version: (*version).to_owned() },
+        ["api", version] => Endpoint::GroupVersion {
+            group: String::new(),
+            version: (*version).to_owned(),
+        },
+        ["apis", group, version] => Endpoint::GroupVersion {
+            group: (*group).to_owned(),
+            version: (*version).to_owned(),
+        },
         ["api", version, rest @ ..] => resource_path("", version, rest),
         ["apis", group, version, rest @ ..] => resource_path(group, version, rest),
         _ => Endpoint::Unknown,
@@ -118,7 +138,11 @@ pub struct Query(HashMap<String, String>);
 
 impl Query {
     pub fn parse(raw: Option<&str>) -> Self {
-        Self(form_urlencoded::parse(raw.unwrap_or("").as_bytes()).into_owned().collect())
+        Self(
+            form_urlencoded::parse(raw.unwrap_or("").as_bytes())
+                .into_owned()
+                .collect(),
+        )
     }
 
     /// Overrides a parameter.
@@ -136,7 +160,10 @@ impl Query {
 
     /// A boolean parameter as Go's strconv.ParseBool reads it.
     pub fn flag(&self, key: &str) -> bool {
-        matches!(self.get(key), Some("true" | "1" | "t" | "T" | "TRUE" | "True"))
+        matches!(
+            self.get(key),
+            Some("true" | "1" | "t" | "T" | "TRUE" | "True")
+        )
     }
 
     /// A numeric parameter; a malformed one is a 400.
@@ -155,7 +182,9 @@ impl Query {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!("Invalid dry run option {other:?}: only All is supported"))),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "Invalid dry run option {other:?}: only All is supported"
+            ))),
         }
     }
 
@@ -178,7 +207,10 @@ pub fn field_manager(query: &Query, headers: &HeaderMap) -> String {
     if let Some(m) = query.get("fieldManager").filter(|m| !m.is_empty()) {
         return m.to_owned();
     }
-    let agent = headers.get(http::header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    let agent = headers
+        .get(http::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("unknown");
     agent.split('/').next().unwrap_or("unknown").to_owned()
 }
 
@@ -186,7 +218,13 @@ fn content_type(headers: &HeaderMap) -> String {
     headers
         .get(http::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(';').next().unwrap_or("").trim().to_ascii_lowercase())
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_ascii_lowercase()
+        })
         .unwrap_or_default()
 }
 
@@ -199,22 +237,34 @@ pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiErro
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be an object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be an object",
+        ));
     }
     Ok(value)
 }
 
 /// Decodes a PATCH body and tells its flavour from the Content-Type.
-pub fn decode_patch(headers: &HeaderMap, body: &Bytes, force: bool) -> Result<(PatchType, Value), ApiError> {
+pub fn decode_patch(
+    headers: &HeaderMap,
+    body: &Bytes,
+    force: bool,
+) -> Result<(PatchType, Value), ApiError> {
     let ct = content_type(headers);
     let patch_type = match ct.as_str() {
         "application/json-patch+json" => PatchType::Json,
         "application/merge-patch+json" => PatchType::Merge,
         "application/strategic-merge-patch+json" => PatchType::Strategic,
-        "application/apply-patch+yaml" | "application/apply-patch+json" => PatchType::Apply { force },
+        "application/apply-patch+yaml" | "application/apply-patch+json" => {
+            PatchType::Apply { force }
+        }
         other => return Err(ApiError::unsupported_media_type(other)),
     };
-    let value = if matches!(patch_type, PatchType::Apply { .. }) { decode_yaml(body)? } else { decode_json(body)? };
+    let value = if matches!(patch_type, PatchType::Apply { .. }) {
+        decode_yaml(body)?
+    } else {
+        decode_json(body)?
+    };
     let shape_ok = match patch_type {
         PatchType::Json => value.is_array(),
         _ => value.is_object(),
@@ -229,12 +279,16 @@ pub fn decode_patch(headers: &HeaderMap, body: &Bytes, force: bool) -> Result<(P
 }
 
 fn decode_json(body: &Bytes) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}")))
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
+    })
 }
 
 fn decode_yaml(body: &Bytes) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the body is not valid UTF-8"))?;
-    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::bad_request("the body is not valid UTF-8"))?;
+    serde_saphyr::from_str::<Value>(text)
+        .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}")))
 }
 
 /// Checks a create/update body's apiVersion and kind against the endpoint.
@@ -242,10 +296,14 @@ pub fn check_type(body: &Value, api_version: &str, kind: &str) -> Result<(), Api
     let body_kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
     let body_version = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if body_kind.is_empty() {
-        return Err(ApiError::bad_request(format!("Object 'Kind' is missing in '{body}'")));
+        return Err(ApiError::bad_request(format!(
+            "Object 'Kind' is missing in '{body}'"
+        )));
     }
     if body_version.is_empty() {
-        return Err(ApiError::bad_request(format!("Object 'apiVersion' is missing in '{body}'")));
+        return Err(ApiError::bad_request(format!(
+            "Object 'apiVersion' is missing in '{body}'"
+        )));
     }
     if body_version != api_version {
         return Err(ApiError::bad_request(format!(
@@ -269,9 +327,16 @@ pub enum Format {
 
 /// Picks the response format from the Accept header (kubectl asks for Tables).
 pub fn format(headers: &HeaderMap) -> Format {
-    let accept = headers.get(http::header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let accept = headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let first = accept.split(',').next().unwrap_or("");
-    if first.contains("as=Table") { Format::Table } else { Format::Json }
+    if first.contains("as=Table") {
+        Format::Table
+    } else {
+        Format::Json
+    }
 }
 
 #[cfg(test)]
@@ -288,11 +353,25 @@ mod tests {
     #[test]
     fn paths_parse_like_the_request_info_factory() {
         let r = res("/api/v1/namespaces/default/pods/web/status");
-        assert_eq!((r.namespace.as_deref(), r.resource.as_str(), r.name.as_deref(), r.subresource.as_deref()), (Some("default"), "pods", Some("web"), Some("status")));
+        assert_eq!(
+            (
+                r.namespace.as_deref(),
+                r.resource.as_str(),
+                r.name.as_deref(),
+                r.subresource.as_deref()
+            ),
+            (Some("default"), "pods", Some("web"), Some("status"))
+        );
         let r = res("/api/v1/namespaces/team");
-        assert_eq!((r.namespace, r.resource.as_str(), r.name.as_deref()), (None, "namespaces", Some("team")));
+        assert_eq!(
+            (r.namespace, r.resource.as_str(), r.name.as_deref()),
+            (None, "namespaces", Some("team"))
+        );
         let r = res("/api/v1/namespaces/team/finalize");
-        assert_eq!((r.resource.as_str(), r.subresource.as_deref()), ("namespaces", Some("finalize")));
+        assert_eq!(
+            (r.resource.as_str(), r.subresource.as_deref()),
+            ("namespaces", Some("finalize"))
+        );
         let r = res("/apis/apps/v1/deployments");
         assert_eq!((r.group.as_str(), r.namespace), ("apps", None));
         let r = res("/api/v1/watch/namespaces/a/configmaps");
@@ -305,6 +384,9 @@ mod tests {
     fn type_checks_name_the_problem() {
         let body = serde_json::json!({"apiVersion": "v2", "kind": "ConfigMap"});
         let e = check_type(&body, "v1", "ConfigMap").expect_err("mismatch");
-        assert!(e.message.contains("does not match the expected API version (v1)"));
+        assert!(
+            e.message
+                .contains("does not match the expected API version (v1)")
+        );
     }
 }

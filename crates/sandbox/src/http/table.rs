@@ -59,14 +59,34 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
     }];
     if let Some(crd) = &info.crd {
         for c in &crd.printer_columns {
-            let path = c.get("jsonPath").and_then(Value::as_str).unwrap_or("").to_owned();
-            let kind = c.get("type").and_then(Value::as_str).unwrap_or("string").to_owned();
-            let source = if kind == "date" { Source::Date(path) } else { Source::Path(path) };
+            let path = c
+                .get("jsonPath")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let kind = c
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("string")
+                .to_owned();
+            let source = if kind == "date" {
+                Source::Date(path)
+            } else {
+                Source::Path(path)
+            };
             cols.push(Column {
                 name: c.get("name").and_then(Value::as_str).unwrap_or("").into(),
-                kind: if kind == "date" { "string".into() } else { kind },
+                kind: if kind == "date" {
+                    "string".into()
+                } else {
+                    kind
+                },
                 format: c.get("format").and_then(Value::as_str).unwrap_or("").into(),
-                description: c.get("description").and_then(Value::as_str).unwrap_or("").into(),
+                description: c
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .into(),
                 priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
                 source,
             });
@@ -77,23 +97,54 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
         return cols;
     }
     match (info.group.as_str(), info.resource.as_str()) {
-        ("", "namespaces") => cols.push(col("Status", "string", "", Source::Path(".status.phase".into()))),
+        ("", "namespaces") => cols.push(col(
+            "Status",
+            "string",
+            "",
+            Source::Path(".status.phase".into()),
+        )),
         ("", "pods") => {
-            cols.push(col("Status", "string", "", Source::Path(".status.phase".into())));
-            cols.push(Column { priority: 1, ..col("IP", "string", "", Source::Path(".status.podIP".into())) });
-            cols.push(Column { priority: 1, ..col("Node", "string", "", Source::Path(".spec.nodeName".into())) });
+            cols.push(col(
+                "Status",
+                "string",
+                "",
+                Source::Path(".status.phase".into()),
+            ));
+            cols.push(Column {
+                priority: 1,
+                ..col("IP", "string", "", Source::Path(".status.podIP".into()))
+            });
+            cols.push(Column {
+                priority: 1,
+                ..col("Node", "string", "", Source::Path(".spec.nodeName".into()))
+            });
         }
         ("", "services") => {
             cols.push(col("Type", "string", "", Source::Path(".spec.type".into())));
-            cols.push(col("Cluster-IP", "string", "", Source::Path(".spec.clusterIP".into())));
+            cols.push(col(
+                "Cluster-IP",
+                "string",
+                "",
+                Source::Path(".spec.clusterIP".into()),
+            ));
         }
         ("apps", "deployments" | "replicasets") => {
-            cols.push(col("Replicas", "integer", "", Source::Path(".spec.replicas".into())));
+            cols.push(col(
+                "Replicas",
+                "integer",
+                "",
+                Source::Path(".spec.replicas".into()),
+            ));
         }
         ("", "events") => {
             cols.push(col("Type", "string", "", Source::Path(".type".into())));
             cols.push(col("Reason", "string", "", Source::Path(".reason".into())));
-            cols.push(col("Message", "string", "", Source::Path(".message".into())));
+            cols.push(col(
+                "Message",
+                "string",
+                "",
+                Source::Path(".message".into()),
+            ));
         }
         _ => {}
     }
@@ -140,7 +191,9 @@ fn row(info: &ResourceInfo, cols: &[Column], stored: &Stored, include: IncludeOb
         .iter()
         .map(|c| match &c.source {
             Source::Name => json!(meta::name(&obj)),
-            Source::Age => age(obj.pointer("/metadata/creationTimestamp").and_then(Value::as_str)),
+            Source::Age => age(obj
+                .pointer("/metadata/creationTimestamp")
+                .and_then(Value::as_str)),
             Source::Date(path) => age(jsonpath::cell(path, "date", &obj).as_str()),
             Source::Path(path) => jsonpath::cell(path, &c.kind, &obj),
         })
@@ -161,7 +214,13 @@ fn row(info: &ResourceInfo, cols: &[Column], stored: &Stored, include: IncludeOb
 }
 
 /// A Table of objects.
-pub fn table(info: &ResourceInfo, items: &[&Stored], include: IncludeObject, resource_version: &str, continue_token: Option<&str>) -> Value {
+pub fn table(
+    info: &ResourceInfo,
+    items: &[&Stored],
+    include: IncludeObject,
+    resource_version: &str,
+    continue_token: Option<&str>,
+) -> Value {
     let cols = columns(info);
     let definitions: Vec<Value> = cols
         .iter()

@@ -53,14 +53,22 @@ pub fn stream(app: Arc<App>, info: Arc<ResourceInfo>, filter: Filter, req: Watch
     tokio::spawn(async move {
         let _ = run(&app, &info, &filter, &req, &tx).await;
     });
-    let chunks = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) });
+    let chunks = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
     Body::from_stream(chunks)
 }
 
 /// Reports that the client went away.
 struct Gone;
 
-async fn run(app: &App, info: &ResourceInfo, filter: &Filter, req: &WatchRequest, tx: &mpsc::Sender<Bytes>) -> Result<(), Gone> {
+async fn run(
+    app: &App,
+    info: &ResourceInfo,
+    filter: &Filter,
+    req: &WatchRequest,
+    tx: &mpsc::Sender<Bytes>,
+) -> Result<(), Gone> {
     let mut changes = app.store.subscribe();
     let mut shutdown = app.shutdown.clone();
     let mut epoch = app.watch_epoch.subscribe();
@@ -119,17 +127,30 @@ async fn run(app: &App, info: &ResourceInfo, filter: &Filter, req: &WatchRequest
 }
 
 /// The next events after `cursor` as lines, and the new cursor; or the 410 ERROR line.
-fn next_batch(app: &App, info: &ResourceInfo, filter: &Filter, req: &WatchRequest, cursor: u64) -> Result<(Bytes, u64), Bytes> {
+fn next_batch(
+    app: &App,
+    info: &ResourceInfo,
+    filter: &Filter,
+    req: &WatchRequest,
+    cursor: u64,
+) -> Result<(Bytes, u64), Bytes> {
     let state = app.store.read();
-    let (events, next) = state.events_after(&info.storage_key, cursor, BATCH).map_err(|e| {
-        let status = ApiError::expired(format!("too old resource version: {cursor} ({})", e.oldest)).to_status();
-        line("ERROR", &serde_json::to_vec(&status).unwrap_or_default())
-    })?;
+    let (events, next) = state
+        .events_after(&info.storage_key, cursor, BATCH)
+        .map_err(|e| {
+            let status =
+                ApiError::expired(format!("too old resource version: {cursor} ({})", e.oldest))
+                    .to_status();
+            line("ERROR", &serde_json::to_vec(&status).unwrap_or_default())
+        })?;
     drop(state);
     let mut buf = BytesMut::new();
     for e in &events {
         let now = filter.matches(&e.object.value);
-        let before = e.previous.as_ref().is_some_and(|p| filter.matches(&p.value));
+        let before = e
+            .previous
+            .as_ref()
+            .is_some_and(|p| filter.matches(&p.value));
         let kind = match (e.kind, before, now) {
             (EventType::Added, _, true) => "ADDED",
             (EventType::Modified, true, true) => "MODIFIED",
@@ -164,7 +185,13 @@ fn put_line(buf: &mut BytesMut, kind: &str, object: &[u8]) {
     buf.put_slice(b"}\n");
 }
 
-fn write_event(buf: &mut BytesMut, kind: &str, info: &ResourceInfo, obj: &Stored, req: &WatchRequest) {
+fn write_event(
+    buf: &mut BytesMut,
+    kind: &str,
+    info: &ResourceInfo,
+    obj: &Stored,
+    req: &WatchRequest,
+) {
     match req.format {
         Format::Json => put_line(buf, kind, &object_json(info, obj)),
         Format::Table => {
