@@ -19,6 +19,7 @@ mod builtin;
 mod convert;
 mod crd;
 mod error;
+pub mod faults;
 mod field_error;
 mod http;
 mod jsonpath;
@@ -37,9 +38,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+pub use faults::Fault;
 pub use lifecycle::Loops;
 
 /// How to run a sandbox.
@@ -79,6 +81,8 @@ pub enum SandboxError {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("the sandbox is shut down")]
+    Stopped,
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
         path: String,
@@ -93,6 +97,7 @@ pub struct Sandbox {
     token: Option<String>,
     app: Arc<http::App>,
     shutdown: watch::Sender<bool>,
+    control: mpsc::Sender<Control>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -118,6 +123,7 @@ impl Sandbox {
         let store = Arc::new(store::Store::new(config.watch_window));
         seed(&store);
         let (shutdown, shutdown_rx) = watch::channel(false);
+        let (control, control_rx) = mpsc::channel(4);
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
@@ -125,19 +131,16 @@ impl Sandbox {
             shutdown: shutdown_rx.clone(),
             watch_epoch: watch::Sender::new(0),
             bookmark_interval: config.bookmark_interval,
+            faults: Arc::new(faults::Faults::default()),
+            control: control.clone(),
         });
+        let supervisor = Supervisor { addr, app: app.clone(), control: control_rx, shutdown: shutdown_rx.clone() };
         let tasks = vec![
-            tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx.clone())),
-            tokio::spawn(serve(listener, http::router(app.clone()), shutdown_rx)),
+            tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx)),
+            tokio::spawn(supervisor.run(listener)),
         ];
         tracing::debug!(%addr, "sandbox serving");
-        Ok(Self {
-            addr,
-            token: config.token,
-            app,
-            shutdown,
-            tasks,
-        })
+        Ok(Self { addr, token: config.token, app, shutdown, control, tasks })
     }
 
     /// The address served.
@@ -198,6 +201,42 @@ impl Sandbox {
         self.app.store.write(|s| s.set_window(events));
     }
 
+    /// Adds a fault rule (see [`Fault`]).
+    pub fn inject(&self, fault: Fault) {
+        self.app.faults.add(fault);
+    }
+
+    /// Removes every fault rule.
+    pub fn clear_faults(&self) {
+        self.app.faults.clear();
+    }
+
+    /// Stops listening (connections are refused, open watches end) while keeping all state.
+    pub async fn stop_serving(&self) {
+        let (ack, done) = oneshot::channel();
+        if self.control.send(Control::Stop(ack)).await.is_ok() {
+            let _ = done.await;
+        }
+    }
+
+    /// Listens again on the same address after [`Self::stop_serving`].
+    pub async fn resume_serving(&self) -> Result<(), SandboxError> {
+        let (ack, done) = oneshot::channel();
+        self.control.send(Control::Start(ack)).await.map_err(|_| SandboxError::Stopped)?;
+        match done.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(source)) => Err(SandboxError::Bind { addr: self.addr, source }),
+            Err(_) => Err(SandboxError::Stopped),
+        }
+    }
+
+    /// Stops serving for `down`, then serves again on the same address with the same state.
+    pub async fn restart(&self, down: Duration) -> Result<(), SandboxError> {
+        self.stop_serving().await;
+        tokio::time::sleep(down).await;
+        self.resume_serving().await
+    }
+
     /// Stops serving: open watches end, in-flight requests finish, background loops stop.
     pub async fn shutdown(mut self) {
         self.stop().await;
@@ -217,23 +256,93 @@ impl Drop for Sandbox {
     }
 }
 
-async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Commands to the listener supervisor.
+#[derive(Debug)]
+pub(crate) enum Control {
+    Stop(oneshot::Sender<()>),
+    Start(oneshot::Sender<std::io::Result<()>>),
+}
+
+/// Restart through the control channel (used by the admin endpoint).
+pub(crate) async fn restart_via(control: &mpsc::Sender<Control>, down: Duration) {
+    let (ack, done) = oneshot::channel();
+    if control.send(Control::Stop(ack)).await.is_err() {
+        return;
+    }
+    let _ = done.await;
+    tokio::time::sleep(down).await;
+    let (ack, done) = oneshot::channel();
+    if control.send(Control::Start(ack)).await.is_ok()
+        && let Ok(Err(e)) = done.await
+    {
+        tracing::error!(error = %e, "sandbox could not listen again");
+    }
+}
+
+/// Owns the listener: serves until told to stop, binds the same address again when told to
+/// start, and ends with the sandbox. The store lives outside, so a restart keeps every object.
+struct Supervisor {
+    addr: SocketAddr,
+    app: Arc<http::App>,
+    control: mpsc::Receiver<Control>,
+    shutdown: watch::Receiver<bool>,
+}
+
+impl Supervisor {
+    async fn run(mut self, listener: tokio::net::TcpListener) {
+        let mut listener = Some(listener);
+        loop {
+            let command = match listener.take() {
+                Some(current) => self.serve_until_told(current).await,
+                None => tokio::select! {
+                    _ = self.shutdown.wait_for(|stop| *stop) => None,
+                    command = self.control.recv() => command,
+                },
+            };
+            match command {
+                Some(Control::Stop(ack)) => {
+                    let _ = ack.send(());
+                }
+                Some(Control::Start(ack)) => match tokio::net::TcpListener::bind(self.addr).await {
+                    Ok(bound) => {
+                        listener = Some(bound);
+                        let _ = ack.send(Ok(()));
+                    }
+                    Err(e) => {
+                        let _ = ack.send(Err(e));
+                    }
+                },
+                None => return,
+            }
+        }
+    }
+
+    /// Serves until a command or the sandbox's shutdown; returns the command (None on shutdown).
+    async fn serve_until_told(&mut self, listener: tokio::net::TcpListener) -> Option<Control> {
+        let (stop, stopped) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, http::router(self.app.clone()), stopped));
+        let command = tokio::select! {
+            _ = self.shutdown.wait_for(|stop| *stop) => None,
+            command = self.control.recv() => command,
+        };
+        // Open watches would hold the graceful shutdown open: end them first.
+        self.app.watch_epoch.send_modify(|e| *e += 1);
+        let _ = stop.send(true);
+        let _ = server.await;
+        command
+    }
+}
+
+async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut stop: watch::Receiver<bool>) {
     use axum::serve::ListenerExt as _;
     // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
     let stopped = async move {
-        let _ = shutdown.wait_for(|stop| *stop).await;
+        let _ = stop.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(stopped)
-        .await
-    {
+    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
         tracing::error!(error = %e, "sandbox server failed");
     }
 }

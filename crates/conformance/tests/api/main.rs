@@ -8,6 +8,7 @@ mod crd;
 mod crud;
 mod discovery;
 mod errors;
+mod faults;
 mod finalizers;
 mod kubectl;
 mod lifecycle;

@@ -1,6 +1,7 @@
 //! The HTTP front: authentication, body limits, routing a request to discovery, object verbs or a
 //! watch, and rendering results and errors as the real API server does.
 
+mod admin;
 mod discovery;
 mod openapi;
 pub mod request;
@@ -19,6 +20,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch as signal;
 
 use crate::error::ApiError;
+use crate::faults::Faults;
 use crate::meta;
 use crate::ops::{self, DeleteOptions, Deleted, Target, WriteOptions, Written};
 use crate::query::{self, Filter, object_json};
@@ -44,6 +46,10 @@ pub struct App {
     pub watch_epoch: signal::Sender<u64>,
     /// How often watches that asked for bookmarks get one.
     pub bookmark_interval: Duration,
+    /// Injected failures and latency.
+    pub faults: Arc<Faults>,
+    /// Stops and restarts the listener (fault injection), served by the supervisor in `lib.rs`.
+    pub control: tokio::sync::mpsc::Sender<crate::Control>,
 }
 
 /// The axum router: everything goes through one handler, since Kubernetes paths are a grammar
@@ -70,6 +76,18 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
     let query = Query::parse(parts.uri.query());
+    if let Some(response) = admin::handle(&app, &parts.method, parts.uri.path(), &query, &body).await {
+        return response;
+    }
+    if let Some((verb, resource)) = verb_and_resource(&parts.method, parts.uri.path(), &query) {
+        let decision = app.faults.decide(verb, &resource);
+        if !decision.latency.is_zero() {
+            tokio::time::sleep(decision.latency).await;
+        }
+        if let Some(e) = decision.error {
+            return error_response(&e);
+        }
+    }
     match dispatch(
         &app,
         &parts.method,
@@ -81,6 +99,28 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Ok(response) => response,
         Err(e) => error_response(&e),
     }
+}
+
+/// The Kubernetes verb and resource (`pods`, `pods/status`) of a resource request, for faults.
+fn verb_and_resource(method: &Method, path: &str, query: &Query) -> Option<(&'static str, String)> {
+    let Endpoint::Resource(rp) = request::parse_path(path) else { return None };
+    let watch = rp.legacy_watch || query.flag("watch");
+    let verb = match (method.clone(), rp.name.is_some()) {
+        (Method::GET, _) if watch => "watch",
+        (Method::GET, true) => "get",
+        (Method::GET, false) => "list",
+        (Method::POST, _) => "create",
+        (Method::PUT, _) => "update",
+        (Method::PATCH, _) => "patch",
+        (Method::DELETE, true) => "delete",
+        (Method::DELETE, false) => "deletecollection",
+        _ => return None,
+    };
+    let resource = match &rp.subresource {
+        Some(sub) => format!("{}/{sub}", rp.resource),
+        None => rp.resource,
+    };
+    Some((verb, resource))
 }
 
 fn authorized(app: &App, headers: &HeaderMap) -> bool {
@@ -97,7 +137,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn json_response(code: StatusCode, body: Bytes) -> Response {
+pub(crate) fn json_response(code: StatusCode, body: Bytes) -> Response {
     let mut r = Response::new(Body::from(body));
     *r.status_mut() = code;
     r.headers_mut().insert(
@@ -107,7 +147,7 @@ fn json_response(code: StatusCode, body: Bytes) -> Response {
     r
 }
 
-fn value_response(code: StatusCode, value: &Value) -> Response {
+pub(crate) fn value_response(code: StatusCode, value: &Value) -> Response {
     json_response(
         code,
         Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
