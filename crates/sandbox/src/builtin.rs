@@ -23,7 +23,7 @@ pub fn apply_defaults(
         ("", "pods") => default_pod_spec(obj.get_mut("spec")),
         ("", "services") => default_service(obj, old, alloc),
         ("", "secrets") => default_secret(obj),
-        ("apps", "deployments" | "replicasets") => default_workload(obj),
+        ("apps", kind @ ("deployments" | "replicasets")) => default_workload(obj, kind),
         ("", "podtemplates") => {
             default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec")))
         }
@@ -166,10 +166,21 @@ fn default_secret(obj: &mut Value) {
     }
 }
 
-fn default_workload(obj: &mut Value) {
+fn default_workload(obj: &mut Value, kind: &str) {
     let spec = meta::object_mut(&mut obj["spec"]);
     set_default(spec, "replicas", json!(1));
-    set_default(spec, "revisionHistoryLimit", json!(10));
+    if kind == "deployments" {
+        set_default(spec, "revisionHistoryLimit", json!(10));
+        set_default(spec, "progressDeadlineSeconds", json!(600));
+        let strategy = meta::object_mut(spec.entry("strategy").or_insert_with(|| json!({})));
+        set_default(strategy, "type", json!("RollingUpdate"));
+        if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+            let rolling =
+                meta::object_mut(strategy.entry("rollingUpdate").or_insert_with(|| json!({})));
+            set_default(rolling, "maxUnavailable", json!("25%"));
+            set_default(rolling, "maxSurge", json!("25%"));
+        }
+    }
     default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
 }
 

@@ -52,7 +52,11 @@ impl Fault {
 
     /// Fails `verb` on `resource` with `code` with the given probability, until cleared.
     pub fn flaky(verb: &str, resource: &str, code: u16, probability: f64) -> Self {
-        Self { probability: Some(probability), count: None, ..Self::fail(verb, resource, code, 0) }
+        Self {
+            probability: Some(probability),
+            count: None,
+            ..Self::fail(verb, resource, code, 0)
+        }
     }
 
     /// Adds latency to `verb` on `resource`.
@@ -68,7 +72,8 @@ impl Fault {
     }
 
     fn matches(&self, verb: &str, resource: &str) -> bool {
-        (self.verb == "*" || self.verb == verb) && (self.resource == "*" || self.resource == resource)
+        (self.verb == "*" || self.verb == verb)
+            && (self.resource == "*" || self.resource == resource)
     }
 }
 
@@ -122,7 +127,10 @@ impl Faults {
             if let Some(n) = rule.count.as_mut() {
                 *n -= 1;
             }
-            decision.error = Some(ApiError::with_code(code, format!("injected fault: {verb} {resource} fails with {code}")));
+            decision.error = Some(ApiError::with_code(
+                code,
+                format!("injected fault: {verb} {resource} fails with {code}"),
+            ));
         }
         rules.retain(|r| r.count != Some(0) || r.latency_ms.is_some());
         decision
@@ -137,7 +145,10 @@ mod tests {
     fn counted_faults_fire_then_expire() {
         let faults = Faults::default();
         faults.add(Fault::fail("create", "configmaps", 500, 2));
-        assert_eq!(faults.decide("create", "configmaps").error.map(|e| e.code), Some(500));
+        assert_eq!(
+            faults.decide("create", "configmaps").error.map(|e| e.code),
+            Some(500)
+        );
         assert!(faults.decide("get", "configmaps").error.is_none());
         assert!(faults.decide("create", "secrets").error.is_none());
         assert!(faults.decide("create", "configmaps").error.is_some());
@@ -155,8 +166,12 @@ mod tests {
         assert_eq!(d.latency, Duration::from_millis(30));
         faults.clear();
         faults.add(Fault::flaky("*", "*", 503, 1.0));
-        assert_eq!(faults.decide("list", "pods").error.map(|e| e.code), Some(503));
-        let parsed: Fault = serde_json::from_str(r#"{"verb":"patch","code":409,"count":1}"#).expect("json");
+        assert_eq!(
+            faults.decide("list", "pods").error.map(|e| e.code),
+            Some(503)
+        );
+        let parsed: Fault =
+            serde_json::from_str(r#"{"verb":"patch","code":409,"count":1}"#).expect("json");
         assert_eq!(parsed.resource, "*");
     }
 }

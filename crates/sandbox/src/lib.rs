@@ -16,6 +16,7 @@
 
 mod apply;
 mod builtin;
+mod controllers;
 mod convert;
 mod crd;
 mod error;
@@ -23,9 +24,9 @@ pub mod faults;
 mod field_error;
 mod http;
 mod jsonpath;
-mod lifecycle;
 mod meta;
 mod ops;
+mod protobuf;
 mod query;
 mod resources;
 mod schema;
@@ -41,8 +42,8 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
+pub use controllers::Loops;
 pub use faults::Fault;
-pub use lifecycle::Loops;
 
 /// How to run a sandbox.
 #[derive(Debug, Clone)]
@@ -134,13 +135,23 @@ impl Sandbox {
             faults: Arc::new(faults::Faults::default()),
             control: control.clone(),
         });
-        let supervisor = Supervisor { addr, app: app.clone(), control: control_rx, shutdown: shutdown_rx.clone() };
-        let tasks = vec![
-            tokio::spawn(lifecycle::run(store, config.loops, shutdown_rx)),
-            tokio::spawn(supervisor.run(listener)),
-        ];
+        let supervisor = Supervisor {
+            addr,
+            app: app.clone(),
+            control: control_rx,
+            shutdown: shutdown_rx.clone(),
+        };
+        let mut tasks = controllers::spawn(&store, config.loops, &shutdown_rx);
+        tasks.push(tokio::spawn(supervisor.run(listener)));
         tracing::debug!(%addr, "sandbox serving");
-        Ok(Self { addr, token: config.token, app, shutdown, control, tasks })
+        Ok(Self {
+            addr,
+            token: config.token,
+            app,
+            shutdown,
+            control,
+            tasks,
+        })
     }
 
     /// The address served.
@@ -222,10 +233,16 @@ impl Sandbox {
     /// Listens again on the same address after [`Self::stop_serving`].
     pub async fn resume_serving(&self) -> Result<(), SandboxError> {
         let (ack, done) = oneshot::channel();
-        self.control.send(Control::Start(ack)).await.map_err(|_| SandboxError::Stopped)?;
+        self.control
+            .send(Control::Start(ack))
+            .await
+            .map_err(|_| SandboxError::Stopped)?;
         match done.await {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(source)) => Err(SandboxError::Bind { addr: self.addr, source }),
+            Ok(Err(source)) => Err(SandboxError::Bind {
+                addr: self.addr,
+                source,
+            }),
             Err(_) => Err(SandboxError::Stopped),
         }
     }
@@ -333,7 +350,11 @@ impl Supervisor {
     }
 }
 
-async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut stop: watch::Receiver<bool>) {
+async fn serve(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) {
     use axum::serve::ListenerExt as _;
     // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
     let listener = listener.tap_io(|tcp| {
@@ -342,7 +363,10 @@ async fn serve(listener: tokio::net::TcpListener, router: axum::Router, mut stop
     let stopped = async move {
         let _ = stop.wait_for(|stop| *stop).await;
     };
-    if let Err(e) = axum::serve(listener, router).with_graceful_shutdown(stopped).await {
+    if let Err(e) = axum::serve(listener, router)
+        .with_graceful_shutdown(stopped)
+        .await
+    {
         tracing::error!(error = %e, "sandbox server failed");
     }
 }

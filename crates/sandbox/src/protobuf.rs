@@ -57,9 +57,13 @@ pub fn decode(body: &[u8]) -> Result<Value, String> {
         )
     })?;
     let mut out = Map::new();
-    out.insert("apiVersion".to_string(), Value::String(envelope.api_version));
+    out.insert(
+        "apiVersion".to_string(),
+        Value::String(envelope.api_version),
+    );
     out.insert("kind".to_string(), Value::String(envelope.kind));
-    decode_message(envelope.raw, root, 0, &mut out).map_err(|e| format!("invalid protobuf body: {e}"))?;
+    decode_message(envelope.raw, root, 0, &mut out)
+        .map_err(|e| format!("invalid protobuf body: {e}"))?;
     Ok(Value::Object(out))
 }
 
@@ -112,7 +116,8 @@ impl<'a> Reader<'a> {
             return Ok(None);
         }
         let key = self.varint()?;
-        let field = u32::try_from(key >> 3).map_err(|_| format!("field number {} out of range", key >> 3))?;
+        let field = u32::try_from(key >> 3)
+            .map_err(|_| format!("field number {} out of range", key >> 3))?;
         if field == 0 {
             return Err("field number 0 is invalid".to_string());
         }
@@ -190,7 +195,11 @@ struct Envelope<'a> {
 
 /// Parses `runtime.Unknown` {typeMeta = 1, raw = 2, contentEncoding = 3, contentType = 4}.
 fn parse_envelope(bytes: &[u8]) -> Result<Envelope<'_>, String> {
-    let mut env = Envelope { api_version: String::new(), kind: String::new(), raw: &[] };
+    let mut env = Envelope {
+        api_version: String::new(),
+        kind: String::new(),
+        raw: &[],
+    };
     let mut reader = Reader::new(bytes);
     while let Some((field, wire)) = reader.key()? {
         match field {
@@ -206,7 +215,9 @@ fn parse_envelope(bytes: &[u8]) -> Result<Envelope<'_>, String> {
             4 => {
                 let content_type = read_string(&mut reader, wire)?;
                 if !content_type.is_empty() && content_type != PROTOBUF_CONTENT_TYPE {
-                    return Err(format!("embedded content type {content_type:?} is not supported"));
+                    return Err(format!(
+                        "embedded content type {content_type:?} is not supported"
+                    ));
                 }
             }
             _ => return Err(unknown_field("runtime.Unknown", field)),
@@ -261,8 +272,10 @@ enum Shape {
     /// One value. `omit_zero` is true for non-pointer Go fields tagged `omitempty`, whose zero values
     /// Go's JSON encoder drops even though the protobuf marshaler always writes them.
     Single { ty: Ty, omit_zero: bool },
-    /// `repeated` → JSON array (only present when non-empty, which matches `omitempty`).
-    Repeated(Ty),
+    /// `repeated` → JSON array, present only when the wire has elements (as with `omitempty`).
+    /// `null_if_absent` marks Go slices tagged without `omitempty`: Go decodes a list with no
+    /// elements as nil and encodes nil as `null`, so an absent list becomes `null`.
+    Repeated { ty: Ty, null_if_absent: bool },
     /// `map<string, V>` (repeated entry message {key = 1, value = 2}) → JSON object.
     Map(Ty),
     /// An embedded Go struct tagged `json:",inline"`: its fields land in the parent object.
@@ -285,39 +298,102 @@ struct Message {
 
 /// Non-pointer field with `omitempty`: zero values are omitted.
 const fn opt(num: u32, name: &'static str, ty: Ty) -> Field {
-    Field { num, name, shape: Shape::Single { ty, omit_zero: true } }
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty,
+            omit_zero: true,
+        },
+    }
 }
 
 /// Non-pointer field without `omitempty`: emitted as found, zero included.
 const fn req(num: u32, name: &'static str, ty: Ty) -> Field {
-    Field { num, name, shape: Shape::Single { ty, omit_zero: false } }
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty,
+            omit_zero: false,
+        },
+    }
 }
 
 /// Pointer field: only on the wire when non-nil, and then emitted even when it points at zero.
 const fn ptr(num: u32, name: &'static str, ty: Ty) -> Field {
-    Field { num, name, shape: Shape::Single { ty, omit_zero: false } }
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty,
+            omit_zero: false,
+        },
+    }
 }
 
 /// Nested struct or pointer-to-struct: emitted whenever present (Go never omits structs).
 const fn msg(num: u32, name: &'static str, message: &'static Message) -> Field {
-    Field { num, name, shape: Shape::Single { ty: Ty::Msg(message), omit_zero: false } }
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty: Ty::Msg(message),
+            omit_zero: false,
+        },
+    }
 }
 
 /// `metav1.Time` (struct or pointer): the zero time is an empty message and is omitted.
 const fn time(num: u32, name: &'static str) -> Field {
-    Field { num, name, shape: Shape::Single { ty: Ty::Time, omit_zero: false } }
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty: Ty::Time,
+            omit_zero: false,
+        },
+    }
 }
 
+/// Repeated field with `omitempty`: absent when it has no elements.
 const fn rep(num: u32, name: &'static str, ty: Ty) -> Field {
-    Field { num, name, shape: Shape::Repeated(ty) }
+    Field {
+        num,
+        name,
+        shape: Shape::Repeated {
+            ty,
+            null_if_absent: false,
+        },
+    }
+}
+
+/// Repeated field without `omitempty`: `null` when it has no elements.
+const fn rep_null(num: u32, name: &'static str, ty: Ty) -> Field {
+    Field {
+        num,
+        name,
+        shape: Shape::Repeated {
+            ty,
+            null_if_absent: true,
+        },
+    }
 }
 
 const fn map(num: u32, name: &'static str, value: Ty) -> Field {
-    Field { num, name, shape: Shape::Map(value) }
+    Field {
+        num,
+        name,
+        shape: Shape::Map(value),
+    }
 }
 
 const fn inline(num: u32, name: &'static str, message: &'static Message) -> Field {
-    Field { num, name, shape: Shape::Inline(message) }
+    Field {
+        num,
+        name,
+        shape: Shape::Inline(message),
+    }
 }
 
 use Ty::{Bool, Bytes, I32, I64, IntOrString, Quantity, Str};
@@ -333,9 +409,17 @@ const fn m(message: &'static Message) -> Ty {
 
 /// Decodes `bytes` as `message`, merging its fields into `out` (merging is also how protobuf treats
 /// a repeated occurrence of a singular message field).
-fn decode_message(bytes: &[u8], message: &Message, depth: usize, out: &mut Map<String, Value>) -> Result<(), String> {
+fn decode_message(
+    bytes: &[u8],
+    message: &Message,
+    depth: usize,
+    out: &mut Map<String, Value>,
+) -> Result<(), String> {
     if depth > MAX_DEPTH {
-        return Err(format!("{} nested deeper than {MAX_DEPTH} levels", message.name));
+        return Err(format!(
+            "{} nested deeper than {MAX_DEPTH} levels",
+            message.name
+        ));
     }
     let mut reader = Reader::new(bytes);
     while let Some((num, wire)) = reader.key().map_err(|e| format!("{}: {e}", message.name))? {
@@ -344,7 +428,17 @@ fn decode_message(bytes: &[u8], message: &Message, depth: usize, out: &mut Map<S
             .iter()
             .find(|f| f.num == num)
             .ok_or_else(|| unknown_field(message.name, num))?;
-        decode_field(&mut reader, field, wire, depth, out).map_err(|e| format!("{}.{}: {e}", message.name, field.name))?;
+        decode_field(&mut reader, field, wire, depth, out)
+            .map_err(|e| format!("{}.{}: {e}", message.name, field.name))?;
+    }
+    for field in message.fields {
+        if let Shape::Repeated {
+            null_if_absent: true,
+            ..
+        } = field.shape
+        {
+            out.entry(field.name).or_insert(Value::Null);
+        }
     }
     Ok(())
 }
@@ -358,13 +452,20 @@ fn decode_field(
 ) -> Result<(), String> {
     match field.shape {
         Shape::Inline(message) => decode_message(read_len(reader, wire)?, message, depth + 1, out),
-        Shape::Single { ty: Ty::Msg(message), .. } => {
-            let slot = out.entry(field.name).or_insert_with(|| Value::Object(Map::new()));
+        Shape::Single {
+            ty: Ty::Msg(message),
+            ..
+        } => {
+            let slot = out
+                .entry(field.name)
+                .or_insert_with(|| Value::Object(Map::new()));
             if !slot.is_object() {
                 *slot = Value::Object(Map::new());
             }
             match slot {
-                Value::Object(inner) => decode_message(read_len(reader, wire)?, message, depth + 1, inner),
+                Value::Object(inner) => {
+                    decode_message(read_len(reader, wire)?, message, depth + 1, inner)
+                }
                 _ => Ok(()),
             }
         }
@@ -380,14 +481,16 @@ fn decode_field(
             }
             Ok(())
         }
-        Shape::Repeated(ty) => {
+        Shape::Repeated { ty, .. } => {
             let values = decode_repeated(reader, ty, wire, depth)?;
             push_all(out, field.name, values);
             Ok(())
         }
         Shape::Map(ty) => {
             let (key, value) = decode_map_entry(read_len(reader, wire)?, ty, depth)?;
-            let slot = out.entry(field.name).or_insert_with(|| Value::Object(Map::new()));
+            let slot = out
+                .entry(field.name)
+                .or_insert_with(|| Value::Object(Map::new()));
             if !slot.is_object() {
                 *slot = Value::Object(Map::new());
             }
@@ -401,7 +504,12 @@ fn decode_field(
 
 /// Decodes one occurrence of a repeated field. Varint scalars may arrive packed (one
 /// length-delimited run) even though proto2 encoders normally write them one by one.
-fn decode_repeated(reader: &mut Reader<'_>, ty: Ty, wire: u8, depth: usize) -> Result<Vec<Value>, String> {
+fn decode_repeated(
+    reader: &mut Reader<'_>,
+    ty: Ty,
+    wire: u8,
+    depth: usize,
+) -> Result<Vec<Value>, String> {
     if matches!(ty, Bool | I32 | I64) && wire == WIRE_LEN {
         let mut packed = Reader::new(reader.len_bytes()?);
         let mut values = Vec::new();
@@ -410,7 +518,9 @@ fn decode_repeated(reader: &mut Reader<'_>, ty: Ty, wire: u8, depth: usize) -> R
         }
         return Ok(values);
     }
-    Ok(vec![decode_value(reader, ty, wire, depth)?.unwrap_or(Value::Null)])
+    Ok(vec![
+        decode_value(reader, ty, wire, depth)?.unwrap_or(Value::Null),
+    ])
 }
 
 fn push_all(out: &mut Map<String, Value>, name: &str, values: Vec<Value>) {
@@ -441,10 +551,17 @@ fn decode_map_entry(bytes: &[u8], ty: Ty, depth: usize) -> Result<(String, Value
 
 /// Decodes a single value of type `ty`. `None` means "the zero Time", which Go renders as null and
 /// the sandbox simply omits.
-fn decode_value(reader: &mut Reader<'_>, ty: Ty, wire: u8, depth: usize) -> Result<Option<Value>, String> {
+fn decode_value(
+    reader: &mut Reader<'_>,
+    ty: Ty,
+    wire: u8,
+    depth: usize,
+) -> Result<Option<Value>, String> {
     let value = match ty {
         Str => Value::String(read_string(reader, wire)?),
-        Bytes => Value::String(base64::engine::general_purpose::STANDARD.encode(read_len(reader, wire)?)),
+        Bytes => {
+            Value::String(base64::engine::general_purpose::STANDARD.encode(read_len(reader, wire)?))
+        }
         Bool | I32 | I64 => scalar_json(ty, read_varint(reader, wire)?),
         Ty::Time => return decode_time(read_len(reader, wire)?).map(|t| t.map(Value::String)),
         Quantity => Value::String(decode_quantity(read_len(reader, wire)?)?),
@@ -514,7 +631,8 @@ fn format_time(seconds: i64, nanos: i32) -> Result<String, String> {
     let seconds = seconds
         .checked_add(nanos.div_euclid(1_000_000_000))
         .ok_or("timestamp out of range")?;
-    let subsec = u32::try_from(nanos.rem_euclid(1_000_000_000)).map_err(|_| "timestamp out of range")?;
+    let subsec =
+        u32::try_from(nanos.rem_euclid(1_000_000_000)).map_err(|_| "timestamp out of range")?;
     let at = chrono::DateTime::from_timestamp(seconds, subsec).ok_or("timestamp out of range")?;
     // RFC 3339 has four-digit years only.
     if !(0..=9999).contains(&at.year()) {
@@ -556,7 +674,9 @@ fn decode_int_or_string(bytes: &[u8]) -> Result<Value, String> {
     match kind {
         0 => Ok(Value::from(int_val)),
         1 => Ok(Value::String(str_val)),
-        other => Err(format!("IntOrString type {other} is neither 0 (int) nor 1 (string)")),
+        other => Err(format!(
+            "IntOrString type {other} is neither 0 (int) nor 1 (string)"
+        )),
     }
 }
 
@@ -579,7 +699,11 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ("rbac.authorization.k8s.io/v1", "Role", &ROLE),
     ("rbac.authorization.k8s.io/v1", "ClusterRole", &CLUSTER_ROLE),
     ("rbac.authorization.k8s.io/v1", "RoleBinding", &ROLE_BINDING),
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", &CLUSTER_ROLE_BINDING),
+    (
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        &CLUSTER_ROLE_BINDING,
+    ),
     ("scheduling.k8s.io/v1", "PriorityClass", &PRIORITY_CLASS),
     ("policy/v1", "PodDisruptionBudget", &POD_DISRUPTION_BUDGET),
 ];
@@ -632,12 +756,19 @@ static OWNER_REFERENCE: Message = Message {
 
 static LABEL_SELECTOR: Message = Message {
     name: "LabelSelector",
-    fields: &[map(1, "matchLabels", Str), rep(2, "matchExpressions", m(&LABEL_SELECTOR_REQUIREMENT))],
+    fields: &[
+        map(1, "matchLabels", Str),
+        rep(2, "matchExpressions", m(&LABEL_SELECTOR_REQUIREMENT)),
+    ],
 };
 
 static LABEL_SELECTOR_REQUIREMENT: Message = Message {
     name: "LabelSelectorRequirement",
-    fields: &[req(1, "key", Str), req(2, "operator", Str), rep(3, "values", Str)],
+    fields: &[
+        req(1, "key", Str),
+        req(2, "operator", Str),
+        rep(3, "values", Str),
+    ],
 };
 
 static CONDITION: Message = Message {
@@ -665,11 +796,17 @@ static NAMESPACE: Message = Message {
     ],
 };
 
-static NAMESPACE_SPEC: Message = Message { name: "NamespaceSpec", fields: &[rep(1, "finalizers", Str)] };
+static NAMESPACE_SPEC: Message = Message {
+    name: "NamespaceSpec",
+    fields: &[rep(1, "finalizers", Str)],
+};
 
 static NAMESPACE_STATUS: Message = Message {
     name: "NamespaceStatus",
-    fields: &[opt(1, "phase", Str), rep(2, "conditions", m(&NAMESPACE_CONDITION))],
+    fields: &[
+        opt(1, "phase", Str),
+        rep(2, "conditions", m(&NAMESPACE_CONDITION)),
+    ],
 };
 
 static NAMESPACE_CONDITION: Message = Message {
@@ -727,7 +864,10 @@ static OBJECT_REFERENCE: Message = Message {
     ],
 };
 
-static LOCAL_OBJECT_REFERENCE: Message = Message { name: "LocalObjectReference", fields: &[opt(1, "name", Str)] };
+static LOCAL_OBJECT_REFERENCE: Message = Message {
+    name: "LocalObjectReference",
+    fields: &[opt(1, "name", Str)],
+};
 
 static SERVICE: Message = Message {
     name: "Service",
@@ -782,11 +922,17 @@ static SESSION_AFFINITY_CONFIG: Message = Message {
     fields: &[msg(1, "clientIP", &CLIENT_IP_CONFIG)],
 };
 
-static CLIENT_IP_CONFIG: Message = Message { name: "ClientIPConfig", fields: &[ptr(1, "timeoutSeconds", I32)] };
+static CLIENT_IP_CONFIG: Message = Message {
+    name: "ClientIPConfig",
+    fields: &[ptr(1, "timeoutSeconds", I32)],
+};
 
 static SERVICE_STATUS: Message = Message {
     name: "ServiceStatus",
-    fields: &[msg(1, "loadBalancer", &LOAD_BALANCER_STATUS), rep(2, "conditions", m(&CONDITION))],
+    fields: &[
+        msg(1, "loadBalancer", &LOAD_BALANCER_STATUS),
+        rep(2, "conditions", m(&CONDITION)),
+    ],
 };
 
 static LOAD_BALANCER_STATUS: Message = Message {
@@ -806,7 +952,11 @@ static LOAD_BALANCER_INGRESS: Message = Message {
 
 static PORT_STATUS: Message = Message {
     name: "PortStatus",
-    fields: &[req(1, "port", I32), req(2, "protocol", Str), ptr(3, "error", Str)],
+    fields: &[
+        req(1, "port", I32),
+        req(2, "protocol", Str),
+        ptr(3, "error", Str),
+    ],
 };
 
 static POD: Message = Message {
@@ -829,7 +979,7 @@ static POD_SPEC: Message = Message {
     name: "PodSpec",
     fields: &[
         rep(20, "initContainers", m(&CONTAINER)),
-        rep(2, "containers", m(&CONTAINER)),
+        rep_null(2, "containers", m(&CONTAINER)),
         opt(3, "restartPolicy", Str),
         ptr(4, "terminationGracePeriodSeconds", I64),
         ptr(5, "activeDeadlineSeconds", I64),
@@ -887,10 +1037,18 @@ static POD_SECURITY_CONTEXT: Message = Message {
 
 static SELINUX_OPTIONS: Message = Message {
     name: "SELinuxOptions",
-    fields: &[opt(1, "user", Str), opt(2, "role", Str), opt(3, "type", Str), opt(4, "level", Str)],
+    fields: &[
+        opt(1, "user", Str),
+        opt(2, "role", Str),
+        opt(3, "type", Str),
+        opt(4, "level", Str),
+    ],
 };
 
-static SYSCTL: Message = Message { name: "Sysctl", fields: &[req(1, "name", Str), req(2, "value", Str)] };
+static SYSCTL: Message = Message {
+    name: "Sysctl",
+    fields: &[req(1, "name", Str), req(2, "value", Str)],
+};
 
 static SECCOMP_PROFILE: Message = Message {
     name: "SeccompProfile",
@@ -913,11 +1071,20 @@ static TOLERATION: Message = Message {
     ],
 };
 
-static POD_READINESS_GATE: Message = Message { name: "PodReadinessGate", fields: &[req(1, "conditionType", Str)] };
+static POD_READINESS_GATE: Message = Message {
+    name: "PodReadinessGate",
+    fields: &[req(1, "conditionType", Str)],
+};
 
-static POD_SCHEDULING_GATE: Message = Message { name: "PodSchedulingGate", fields: &[req(1, "name", Str)] };
+static POD_SCHEDULING_GATE: Message = Message {
+    name: "PodSchedulingGate",
+    fields: &[req(1, "name", Str)],
+};
 
-static POD_OS: Message = Message { name: "PodOS", fields: &[req(1, "name", Str)] };
+static POD_OS: Message = Message {
+    name: "PodOS",
+    fields: &[req(1, "name", Str)],
+};
 
 static POD_RESOURCE_CLAIM: Message = Message {
     name: "PodResourceClaim",
@@ -991,7 +1158,11 @@ static CONTAINER_RESIZE_POLICY: Message = Message {
 
 static ENV_VAR: Message = Message {
     name: "EnvVar",
-    fields: &[req(1, "name", Str), opt(2, "value", Str), msg(3, "valueFrom", &ENV_VAR_SOURCE)],
+    fields: &[
+        req(1, "name", Str),
+        opt(2, "value", Str),
+        msg(3, "valueFrom", &ENV_VAR_SOURCE),
+    ],
 };
 
 /// Unsupported (error if present): fileKeyRef (5).
@@ -1012,7 +1183,11 @@ static OBJECT_FIELD_SELECTOR: Message = Message {
 
 static RESOURCE_FIELD_SELECTOR: Message = Message {
     name: "ResourceFieldSelector",
-    fields: &[opt(1, "containerName", Str), req(2, "resource", Str), req(3, "divisor", Quantity)],
+    fields: &[
+        opt(1, "containerName", Str),
+        req(2, "resource", Str),
+        req(3, "divisor", Quantity),
+    ],
 };
 
 static CONFIG_MAP_KEY_SELECTOR: Message = Message {
@@ -1044,12 +1219,18 @@ static ENV_FROM_SOURCE: Message = Message {
 
 static CONFIG_MAP_ENV_SOURCE: Message = Message {
     name: "ConfigMapEnvSource",
-    fields: &[inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE), ptr(2, "optional", Bool)],
+    fields: &[
+        inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE),
+        ptr(2, "optional", Bool),
+    ],
 };
 
 static SECRET_ENV_SOURCE: Message = Message {
     name: "SecretEnvSource",
-    fields: &[inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE), ptr(2, "optional", Bool)],
+    fields: &[
+        inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE),
+        ptr(2, "optional", Bool),
+    ],
 };
 
 static RESOURCE_REQUIREMENTS: Message = Message {
@@ -1097,7 +1278,10 @@ static SECURITY_CONTEXT: Message = Message {
     ],
 };
 
-static CAPABILITIES: Message = Message { name: "Capabilities", fields: &[rep(1, "add", Str), rep(2, "drop", Str)] };
+static CAPABILITIES: Message = Message {
+    name: "Capabilities",
+    fields: &[rep(1, "add", Str), rep(2, "drop", Str)],
+};
 
 static RESOURCE_QUOTA: Message = Message {
     name: "ResourceQuota",
@@ -1119,12 +1303,20 @@ static RESOURCE_QUOTA_SPEC: Message = Message {
 
 static SCOPE_SELECTOR: Message = Message {
     name: "ScopeSelector",
-    fields: &[rep(1, "matchExpressions", m(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT))],
+    fields: &[rep(
+        1,
+        "matchExpressions",
+        m(&SCOPED_RESOURCE_SELECTOR_REQUIREMENT),
+    )],
 };
 
 static SCOPED_RESOURCE_SELECTOR_REQUIREMENT: Message = Message {
     name: "ScopedResourceSelectorRequirement",
-    fields: &[req(1, "scopeName", Str), req(2, "operator", Str), rep(3, "values", Str)],
+    fields: &[
+        req(1, "scopeName", Str),
+        req(2, "operator", Str),
+        rep(3, "values", Str),
+    ],
 };
 
 static RESOURCE_QUOTA_STATUS: Message = Message {
@@ -1162,12 +1354,18 @@ static DEPLOYMENT_SPEC: Message = Message {
 
 static DEPLOYMENT_STRATEGY: Message = Message {
     name: "DeploymentStrategy",
-    fields: &[opt(1, "type", Str), msg(2, "rollingUpdate", &ROLLING_UPDATE_DEPLOYMENT)],
+    fields: &[
+        opt(1, "type", Str),
+        msg(2, "rollingUpdate", &ROLLING_UPDATE_DEPLOYMENT),
+    ],
 };
 
 static ROLLING_UPDATE_DEPLOYMENT: Message = Message {
     name: "RollingUpdateDeployment",
-    fields: &[ptr(1, "maxUnavailable", IntOrString), ptr(2, "maxSurge", IntOrString)],
+    fields: &[
+        ptr(1, "maxUnavailable", IntOrString),
+        ptr(2, "maxSurge", IntOrString),
+    ],
 };
 
 static DEPLOYMENT_STATUS: Message = Message {
@@ -1308,14 +1506,17 @@ static CRON_JOB_STATUS: Message = Message {
 
 static ROLE: Message = Message {
     name: "Role",
-    fields: &[msg(1, "metadata", &OBJECT_META), rep(2, "rules", m(&POLICY_RULE))],
+    fields: &[
+        msg(1, "metadata", &OBJECT_META),
+        rep_null(2, "rules", m(&POLICY_RULE)),
+    ],
 };
 
 static CLUSTER_ROLE: Message = Message {
     name: "ClusterRole",
     fields: &[
         msg(1, "metadata", &OBJECT_META),
-        rep(2, "rules", m(&POLICY_RULE)),
+        rep_null(2, "rules", m(&POLICY_RULE)),
         msg(3, "aggregationRule", &AGGREGATION_RULE),
     ],
 };
@@ -1328,7 +1529,7 @@ static AGGREGATION_RULE: Message = Message {
 static POLICY_RULE: Message = Message {
     name: "PolicyRule",
     fields: &[
-        rep(1, "verbs", Str),
+        rep_null(1, "verbs", Str),
         rep(2, "apiGroups", Str),
         rep(3, "resources", Str),
         rep(4, "resourceNames", Str),
@@ -1366,7 +1567,11 @@ static SUBJECT: Message = Message {
 
 static ROLE_REF: Message = Message {
     name: "RoleRef",
-    fields: &[req(1, "apiGroup", Str), req(2, "kind", Str), req(3, "name", Str)],
+    fields: &[
+        req(1, "apiGroup", Str),
+        req(2, "kind", Str),
+        req(3, "name", Str),
+    ],
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1574,7 +1779,12 @@ mod tests {
     #[test]
     fn namespace_with_labels_omits_go_zero_values() {
         let ns = Enc::new()
-            .msg(1, go_meta("demo", "").map_str(11, "team", "a").map_str(11, "env", "dev"))
+            .msg(
+                1,
+                go_meta("demo", "")
+                    .map_str(11, "team", "a")
+                    .map_str(11, "env", "dev"),
+            )
             .msg(2, Enc::new())
             .msg(3, Enc::new().str(1, ""));
         let got = ok(&envelope("v1", "Namespace", ns));
@@ -1632,14 +1842,24 @@ mod tests {
     #[test]
     fn deployment_like_kubectl_create_deployment() {
         let container = go_container("nginx", "nginx:1.25")
-            .msg(6, Enc::new().str(1, "").int(2, 0).int(3, 80).str(4, "TCP").str(5, ""))
+            .msg(
+                6,
+                Enc::new()
+                    .str(1, "")
+                    .int(2, 0)
+                    .int(3, 80)
+                    .str(4, "TCP")
+                    .str(5, ""),
+            )
             .msg(8, Enc::new().map_msg(1, "cpu", quantity("500m")));
         let template = Enc::new()
             .msg(1, go_meta("", "").map_str(11, "app", "web"))
             .msg(2, go_pod_spec(vec![container], ""));
         let strategy = Enc::new().str(1, "RollingUpdate").msg(
             2,
-            Enc::new().msg(1, int_or_string_int(1)).msg(2, int_or_string_str("25%")),
+            Enc::new()
+                .msg(1, int_or_string_int(1))
+                .msg(2, int_or_string_str("25%")),
         );
         let spec = Enc::new()
             .int(1, 3)
@@ -1648,7 +1868,13 @@ mod tests {
             .msg(4, strategy)
             .int(5, 0)
             .bool(7, false);
-        let status = Enc::new().int(1, 0).int(2, 0).int(3, 0).int(4, 0).int(5, 0).int(7, 0);
+        let status = Enc::new()
+            .int(1, 0)
+            .int(2, 0)
+            .int(3, 0)
+            .int(4, 0)
+            .int(5, 0)
+            .int(7, 0);
         let deployment = Enc::new()
             .msg(1, go_meta("web", "default").map_str(11, "app", "web"))
             .msg(2, spec)
@@ -1688,10 +1914,34 @@ mod tests {
     fn role_binding_keeps_required_fields() {
         let binding = Enc::new()
             .msg(1, go_meta("read-pods", "dev"))
-            .msg(2, Enc::new().str(1, "User").str(2, "rbac.authorization.k8s.io").str(3, "jane").str(4, ""))
-            .msg(2, Enc::new().str(1, "ServiceAccount").str(2, "").str(3, "robot").str(4, "dev"))
-            .msg(3, Enc::new().str(1, "rbac.authorization.k8s.io").str(2, "Role").str(3, "pod-reader"));
-        let got = ok(&envelope("rbac.authorization.k8s.io/v1", "RoleBinding", binding));
+            .msg(
+                2,
+                Enc::new()
+                    .str(1, "User")
+                    .str(2, "rbac.authorization.k8s.io")
+                    .str(3, "jane")
+                    .str(4, ""),
+            )
+            .msg(
+                2,
+                Enc::new()
+                    .str(1, "ServiceAccount")
+                    .str(2, "")
+                    .str(3, "robot")
+                    .str(4, "dev"),
+            )
+            .msg(
+                3,
+                Enc::new()
+                    .str(1, "rbac.authorization.k8s.io")
+                    .str(2, "Role")
+                    .str(3, "pod-reader"),
+            );
+        let got = ok(&envelope(
+            "rbac.authorization.k8s.io/v1",
+            "RoleBinding",
+            binding,
+        ));
         assert_eq!(
             got,
             json!({
@@ -1711,20 +1961,38 @@ mod tests {
     fn cluster_role_with_rules_and_aggregation() {
         let role = Enc::new()
             .msg(1, go_meta("reader", ""))
-            .msg(2, Enc::new().str(1, "get").str(1, "list").str(2, "").str(3, "pods"))
+            .msg(
+                2,
+                Enc::new()
+                    .str(1, "get")
+                    .str(1, "list")
+                    .str(2, "")
+                    .str(3, "pods"),
+            )
             .msg(3, Enc::new().msg(1, Enc::new().map_str(1, "agg", "true")));
-        let got = ok(&envelope("rbac.authorization.k8s.io/v1", "ClusterRole", role));
+        let got = ok(&envelope(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRole",
+            role,
+        ));
         assert_eq!(
             got["rules"],
             json!([{"verbs": ["get", "list"], "apiGroups": [""], "resources": ["pods"]}])
         );
-        assert_eq!(got["aggregationRule"], json!({"clusterRoleSelectors": [{"matchLabels": {"agg": "true"}}]}));
+        assert_eq!(
+            got["aggregationRule"],
+            json!({"clusterRoleSelectors": [{"matchLabels": {"agg": "true"}}]})
+        );
     }
 
     #[test]
     fn negative_varints_decode_as_twos_complement() {
         let meta = go_meta("low", "").int(10, -30);
-        let class = Enc::new().msg(1, meta).int(2, -1_000).bool(3, false).str(4, "");
+        let class = Enc::new()
+            .msg(1, meta)
+            .int(2, -1_000)
+            .bool(3, false)
+            .str(4, "");
         let body = envelope("scheduling.k8s.io/v1", "PriorityClass", class);
         let got = ok(&body);
         assert_eq!(
@@ -1742,7 +2010,10 @@ mod tests {
     fn creation_timestamp_is_rfc3339_utc() {
         let meta = go_meta("t", "").msg(8, Enc::new().int(1, 1_700_000_000).int(2, 999_999_999));
         let got = ok(&envelope("v1", "Namespace", Enc::new().msg(1, meta)));
-        assert_eq!(got["metadata"]["creationTimestamp"], json!("2023-11-14T22:13:20Z"));
+        assert_eq!(
+            got["metadata"]["creationTimestamp"],
+            json!("2023-11-14T22:13:20Z")
+        );
     }
 
     #[test]
@@ -1761,14 +2032,27 @@ mod tests {
             .msg(7, Enc::new().str(1, "MODE").str(2, "demo"))
             .msg(
                 7,
-                Enc::new().str(1, "POD_NAME").str(2, "").msg(3, Enc::new().msg(1, Enc::new().str(1, "v1").str(2, "metadata.name"))),
+                Enc::new().str(1, "POD_NAME").str(2, "").msg(
+                    3,
+                    Enc::new().msg(1, Enc::new().str(1, "v1").str(2, "metadata.name")),
+                ),
             )
             .msg(8, Enc::new())
             .bool(16, true)
             .bool(18, true);
         let spec = go_pod_spec(vec![container], "Never").str(6, "ClusterFirst");
-        let status = Enc::new().str(1, "").str(3, "").str(4, "").str(5, "").str(6, "").str(9, "").str(11, "");
-        let pod = Enc::new().msg(1, go_meta("shell", "default").map_str(11, "run", "shell")).msg(2, spec).msg(3, status);
+        let status = Enc::new()
+            .str(1, "")
+            .str(3, "")
+            .str(4, "")
+            .str(5, "")
+            .str(6, "")
+            .str(9, "")
+            .str(11, "");
+        let pod = Enc::new()
+            .msg(1, go_meta("shell", "default").map_str(11, "run", "shell"))
+            .msg(2, spec)
+            .msg(3, status);
         let got = ok(&envelope("v1", "Pod", pod));
         assert_eq!(
             got,
@@ -1800,7 +2084,12 @@ mod tests {
     #[test]
     fn service_with_int_and_named_target_ports() {
         let port = |name: &str, port: i64, target: Enc| {
-            Enc::new().str(1, name).str(2, "TCP").int(3, port).msg(4, target).int(5, 0)
+            Enc::new()
+                .str(1, name)
+                .str(2, "TCP")
+                .int(3, port)
+                .msg(4, target)
+                .int(5, 0)
         };
         let spec = Enc::new()
             .msg(1, port("http", 80, int_or_string_int(8080)))
@@ -1815,7 +2104,10 @@ mod tests {
             .int(12, 0)
             .bool(13, false);
         let status = Enc::new().msg(1, Enc::new());
-        let service = Enc::new().msg(1, go_meta("web", "default")).msg(2, spec).msg(3, status);
+        let service = Enc::new()
+            .msg(1, go_meta("web", "default"))
+            .msg(2, spec)
+            .msg(3, status);
         let got = ok(&envelope("v1", "Service", service));
         assert_eq!(
             got["spec"],
@@ -1835,16 +2127,28 @@ mod tests {
     fn cron_job_nests_job_template() {
         let job_spec = Enc::new().msg(
             6,
-            Enc::new().msg(1, go_meta("", "")).msg(2, go_pod_spec(vec![go_container("c", "busybox").msg(8, Enc::new())], "OnFailure")),
+            Enc::new().msg(1, go_meta("", "")).msg(
+                2,
+                go_pod_spec(
+                    vec![go_container("c", "busybox").msg(8, Enc::new())],
+                    "OnFailure",
+                ),
+            ),
         );
-        let spec = Enc::new()
-            .str(1, "*/5 * * * *")
-            .str(3, "")
-            .msg(5, Enc::new().msg(1, go_meta("nightly", "")).msg(2, job_spec));
-        let cron = Enc::new().msg(1, go_meta("nightly", "default")).msg(2, spec).msg(3, Enc::new());
+        let spec = Enc::new().str(1, "*/5 * * * *").str(3, "").msg(
+            5,
+            Enc::new().msg(1, go_meta("nightly", "")).msg(2, job_spec),
+        );
+        let cron = Enc::new()
+            .msg(1, go_meta("nightly", "default"))
+            .msg(2, spec)
+            .msg(3, Enc::new());
         let got = ok(&envelope("batch/v1", "CronJob", cron));
         assert_eq!(got["spec"]["schedule"], json!("*/5 * * * *"));
-        assert_eq!(got["spec"]["jobTemplate"]["metadata"], json!({"name": "nightly"}));
+        assert_eq!(
+            got["spec"]["jobTemplate"]["metadata"],
+            json!({"name": "nightly"})
+        );
         assert_eq!(
             got["spec"]["jobTemplate"]["spec"]["template"]["spec"],
             json!({"containers": [{"name": "c", "image": "busybox", "resources": {}}], "restartPolicy": "OnFailure"})
@@ -1854,11 +2158,19 @@ mod tests {
 
     #[test]
     fn pdb_status_counters_are_always_emitted() {
-        let spec = Enc::new().msg(1, int_or_string_str("50%")).msg(2, Enc::new().map_str(1, "app", "web"));
+        let spec = Enc::new()
+            .msg(1, int_or_string_str("50%"))
+            .msg(2, Enc::new().map_str(1, "app", "web"));
         let status = Enc::new().int(1, 0).int(3, 0).int(4, 0).int(5, 0).int(6, 0);
-        let pdb = Enc::new().msg(1, go_meta("web", "default")).msg(2, spec).msg(3, status);
+        let pdb = Enc::new()
+            .msg(1, go_meta("web", "default"))
+            .msg(2, spec)
+            .msg(3, status);
         let got = ok(&envelope("policy/v1", "PodDisruptionBudget", pdb));
-        assert_eq!(got["spec"], json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}));
+        assert_eq!(
+            got["spec"],
+            json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}})
+        );
         assert_eq!(
             got["status"],
             json!({"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0})
@@ -1869,15 +2181,31 @@ mod tests {
     fn quota_hard_quantities_and_env_from_inline_reference() {
         let quota = Enc::new()
             .msg(1, go_meta("q", "default"))
-            .msg(2, Enc::new().map_msg(1, "pods", quantity("10")).str(2, "BestEffort"))
+            .msg(
+                2,
+                Enc::new()
+                    .map_msg(1, "pods", quantity("10"))
+                    .str(2, "BestEffort"),
+            )
             .msg(3, Enc::new());
         let got = ok(&envelope("v1", "ResourceQuota", quota));
-        assert_eq!(got["spec"], json!({"hard": {"pods": "10"}, "scopes": ["BestEffort"]}));
+        assert_eq!(
+            got["spec"],
+            json!({"hard": {"pods": "10"}, "scopes": ["BestEffort"]})
+        );
 
-        let container = go_container("c", "img").msg(19, Enc::new().str(1, "").msg(2, Enc::new().msg(1, Enc::new().str(1, "cfg"))));
+        let container = go_container("c", "img").msg(
+            19,
+            Enc::new()
+                .str(1, "")
+                .msg(2, Enc::new().msg(1, Enc::new().str(1, "cfg"))),
+        );
         let pod = Enc::new().msg(2, go_pod_spec(vec![container], ""));
         let got = ok(&envelope("v1", "Pod", pod));
-        assert_eq!(got["spec"]["containers"][0]["envFrom"], json!([{"configMapRef": {"name": "cfg"}}]));
+        assert_eq!(
+            got["spec"]["containers"][0]["envFrom"],
+            json!([{"configMapRef": {"name": "cfg"}}])
+        );
     }
 
     #[test]
@@ -1888,9 +2216,15 @@ mod tests {
             inner.raw_varint(2000);
             inner.0
         };
-        let pod = Enc::new().msg(2, Enc::new().msg(14, Enc::new().bytes(4, &packed).int(4, 3000)));
+        let pod = Enc::new().msg(
+            2,
+            Enc::new().msg(14, Enc::new().bytes(4, &packed).int(4, 3000)),
+        );
         let got = ok(&envelope("v1", "Pod", pod));
-        assert_eq!(got["spec"]["securityContext"], json!({"supplementalGroups": [1000, 2000, 3000]}));
+        assert_eq!(
+            got["spec"]["securityContext"],
+            json!({"supplementalGroups": [1000, 2000, 3000]})
+        );
     }
 
     #[test]
@@ -1904,7 +2238,7 @@ mod tests {
         assert!(err(b"k8s\0\x12\x05ab").contains("runs past the end"));
         // Varint that overflows 64 bits.
         let mut long = MAGIC.to_vec();
-        long.extend_from_slice(&[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
+        long.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]);
         assert!(err(&long).contains("overflows"));
         // Field number zero.
         assert!(err(b"k8s\0\x02\x00").contains("field number 0"));
@@ -1954,13 +2288,26 @@ mod tests {
     /// Truncations and byte flips of a realistic body must never panic (errors are fine).
     #[test]
     fn corrupted_inputs_never_panic() {
-        let container = go_container("nginx", "nginx").msg(8, Enc::new().map_msg(1, "cpu", quantity("1")));
+        let container =
+            go_container("nginx", "nginx").msg(8, Enc::new().map_msg(1, "cpu", quantity("1")));
         let spec = Enc::new()
             .int(1, 1)
             .msg(2, Enc::new().map_str(1, "app", "web"))
-            .msg(3, Enc::new().msg(1, go_meta("", "")).msg(2, go_pod_spec(vec![container], "")))
-            .msg(4, Enc::new().msg(2, Enc::new().msg(1, int_or_string_str("25%"))));
-        let body = envelope("apps/v1", "Deployment", Enc::new().msg(1, go_meta("web", "ns")).msg(2, spec));
+            .msg(
+                3,
+                Enc::new()
+                    .msg(1, go_meta("", ""))
+                    .msg(2, go_pod_spec(vec![container], "")),
+            )
+            .msg(
+                4,
+                Enc::new().msg(2, Enc::new().msg(1, int_or_string_str("25%"))),
+            );
+        let body = envelope(
+            "apps/v1",
+            "Deployment",
+            Enc::new().msg(1, go_meta("web", "ns")).msg(2, spec),
+        );
         assert!(decode(&body).is_ok());
         for len in 0..body.len() {
             let _ = decode(body.get(..len).unwrap_or_default());
@@ -1978,5 +2325,59 @@ mod tests {
             }
             let _ = decode(&mutated);
         }
+    }
+
+    /// Bytes kubectl v1.32.4 POSTed (captured with a stub API server) for
+    /// `kubectl create deployment web --image=nginx --replicas=3 --port=80`.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_deployment_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x15\x0a\x07apps/v1\x12\x0aDeployment\x12\xb8\x01\x0a\x1f\x0a\x03web",
+            b"\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12\x86",
+            b"\x01\x08\x03\x12\x0c\x0a\x0a\x0a\x03app\x12\x03web\x1al\x0a\x1c\x0a\x00\x12\x00",
+            b"\x1a\x00\x22\x00*\x002\x008\x00B\x00Z\x0a\x0a\x03app\x12\x03web\x12L\x12.\x0a",
+            b"\x05nginx\x12\x05nginx*\x002\x0a\x0a\x00\x10\x00\x18P\x22\x00*\x00B\x00j\x00r",
+            b"\x00\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x00\x1a\x002\x00B\x00J\x00R\x00",
+            b"X\x00`\x00h\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x22\x02\x0a\x00(",
+            b"\x008\x00\x1a\x0c\x08\x00\x10\x00\x18\x00 \x00(\x008\x00\x1a\x00\x22\x00",
+        ];
+        let body = parts.concat();
+        let want: Value = serde_json::from_str(r#"{"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "web", "labels": {"app": "web"}}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "nginx", "image": "nginx", "ports": [{"containerPort": 80}], "resources": {}}]}}, "strategy": {}}, "status": {}}"#).unwrap_or_default();
+        assert_eq!(ok(&body), want);
+    }
+
+    /// Bytes kubectl v1.32.4 POSTed (captured with a stub API server) for
+    /// `kubectl create cronjob cj --image=busybox --schedule='*/5 * * * *' -- echo hi`.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_cron_job_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x13\x0a\x08batch/v1\x12\x07CronJob\x12\xa8\x01\x0a\x12\x0a\x02cj\x12",
+            b"\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12\x8f\x01\x0a\x0b*/5 * * * *\x1a\x00*",
+            b"~\x0a\x12\x0a\x02cj\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12h2f\x0a\x10",
+            b"\x0a\x00\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x12R\x12+\x0a\x02cj\x12\x07",
+            b"busybox\x1a\x04echo\x1a\x02hi*\x00B\x00j\x00r\x00\x80\x01\x00\x88\x01\x00\x90",
+            b"\x01\x00\xa2\x01\x00\x1a\x09OnFailure2\x00B\x00J\x00R\x00X\x00`\x00h\x00\x82\x01",
+            b"\x00\x8a\x01\x00\x9a\x01\x00\xc2\x01\x00\x1a\x00\x1a\x00\x22\x00",
+        ];
+        let body = parts.concat();
+        let want: Value = serde_json::from_str(r#"{"kind": "CronJob", "apiVersion": "batch/v1", "metadata": {"name": "cj"}, "spec": {"schedule": "*/5 * * * *", "jobTemplate": {"metadata": {"name": "cj"}, "spec": {"template": {"metadata": {}, "spec": {"containers": [{"name": "cj", "image": "busybox", "command": ["echo", "hi"], "resources": {}}], "restartPolicy": "OnFailure"}}}}}, "status": {}}"#).unwrap_or_default();
+        assert_eq!(ok(&body), want);
+    }
+
+    /// Bytes kubectl v1.32.4 POSTed (captured with a stub API server) for
+    /// `kubectl create clusterrole agg --aggregation-rule=foo=bar`.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_cluster_role_aggregated_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a+\x0a\x1crbac.authorization.k8s.io/v1\x12\x0bClusterRole\x12%\x0a\x13",
+            b"\x0a\x03agg\x12\x00\x1a\x00\x22\x00*\x002\x008\x00B\x00\x1a\x0e\x0a\x0c\x0a\x0a",
+            b"\x0a\x03foo\x12\x03bar\x1a\x00\x22\x00",
+        ];
+        let body = parts.concat();
+        let want: Value = serde_json::from_str(r#"{"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": {"name": "agg"}, "rules": null, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"foo": "bar"}}]}}"#).unwrap_or_default();
+        assert_eq!(ok(&body), want);
     }
 }

@@ -13,9 +13,17 @@ fn vigil() -> Command {
 /// Sends a bare HTTP/1.1 GET and returns the status line.
 fn get_status_line(addr: &str, path: &str, token: Option<&str>) -> String {
     let mut stream = TcpStream::connect(addr).expect("connect to the sandbox");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n").expect("send");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .expect("send");
     let mut response = String::new();
     let _ = stream.read_to_string(&mut response);
     response.lines().next().unwrap_or("").to_owned()
@@ -27,7 +35,14 @@ fn sandbox_serves_writes_kubeconfig_and_stops_on_sigterm() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let kubeconfig = dir.join("kubeconfig");
     let mut child = vigil()
-        .args(["sandbox", "--listen", "127.0.0.1:0", "--token", "s3cret", "--kubeconfig-out"])
+        .args([
+            "sandbox",
+            "--listen",
+            "127.0.0.1:0",
+            "--token",
+            "s3cret",
+            "--kubeconfig-out",
+        ])
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -35,30 +50,59 @@ fn sandbox_serves_writes_kubeconfig_and_stops_on_sigterm() {
         .expect("spawn vigil sandbox");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("ready line");
-    assert!(line.contains("sandbox ready"), "unexpected first line: {line:?}");
-    let url = line.split_whitespace().find(|w| w.starts_with("http://")).expect("url in the ready line");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("ready line");
+    assert!(
+        line.contains("sandbox ready"),
+        "unexpected first line: {line:?}"
+    );
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("url in the ready line");
     let addr = url.trim_start_matches("http://");
 
     let written = std::fs::read_to_string(&kubeconfig).expect("kubeconfig written");
-    assert!(written.contains(url), "kubeconfig names the server: {written}");
+    assert!(
+        written.contains(url),
+        "kubeconfig names the server: {written}"
+    );
     assert!(written.contains("s3cret"), "kubeconfig carries the token");
 
-    assert!(get_status_line(addr, "/api", None).contains(" 401 "), "no token → 401");
-    assert!(get_status_line(addr, "/api", Some("wrong")).contains(" 401 "), "wrong token → 401");
-    assert!(get_status_line(addr, "/api", Some("s3cret")).contains(" 200 "), "token → 200");
+    assert!(
+        get_status_line(addr, "/api", None).contains(" 401 "),
+        "no token → 401"
+    );
+    assert!(
+        get_status_line(addr, "/api", Some("wrong")).contains(" 401 "),
+        "wrong token → 401"
+    );
+    assert!(
+        get_status_line(addr, "/api", Some("s3cret")).contains(" 200 "),
+        "token → 200"
+    );
 
     let pid = child.id().to_string();
-    let killed = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     assert!(killed.success());
     let status = child.wait().expect("wait");
-    assert!(status.success(), "vigil sandbox exits 0 on SIGTERM, got {status}");
+    assert!(
+        status.success(),
+        "vigil sandbox exits 0 on SIGTERM, got {status}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn sandbox_refuses_non_loopback_addresses() {
-    let out = vigil().args(["sandbox", "--listen", "0.0.0.0:0"]).output().expect("run");
+    let out = vigil()
+        .args(["sandbox", "--listen", "0.0.0.0:0"])
+        .output()
+        .expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("loopback"));
 }
@@ -67,7 +111,13 @@ fn sandbox_refuses_non_loopback_addresses() {
 fn unbuilt_subcommands_say_so_and_fail() {
     for sub in ["run", "manifests"] {
         let out = vigil().arg(sub).output().expect("run");
-        assert!(!out.status.success(), "`vigil {sub}` must not pretend to succeed");
-        assert!(String::from_utf8_lossy(&out.stderr).contains("not available yet"), "`vigil {sub}` explains itself");
+        assert!(
+            !out.status.success(),
+            "`vigil {sub}` must not pretend to succeed"
+        );
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not available yet"),
+            "`vigil {sub}` explains itself"
+        );
     }
 }

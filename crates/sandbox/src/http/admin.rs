@@ -27,7 +27,13 @@ use crate::faults::Fault;
 pub const PREFIX: &str = "/vigil-sandbox/v1/";
 
 /// Handles an admin request, or returns None for any other path.
-pub async fn handle(app: &App, method: &Method, path: &str, query: &Query, body: &Bytes) -> Option<Response> {
+pub async fn handle(
+    app: &App,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    body: &Bytes,
+) -> Option<Response> {
     let action = path.strip_prefix(PREFIX)?;
     let ok = |what: &str| value_response(StatusCode::OK, &json!({"ok": what}));
     Some(match (method.clone(), action) {
@@ -57,7 +63,8 @@ pub async fn handle(app: &App, method: &Method, path: &str, query: &Query, body:
         },
         (Method::POST, "restart") => match query.number("downMillis") {
             Ok(down) => {
-                let down = Duration::from_millis(down.and_then(|d| u64::try_from(d).ok()).unwrap_or(0));
+                let down =
+                    Duration::from_millis(down.and_then(|d| u64::try_from(d).ok()).unwrap_or(0));
                 let control = app.control.clone();
                 // Answer first: the restart closes this very connection.
                 tokio::spawn(async move { crate::restart_via(&control, down).await });

@@ -76,7 +76,9 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
     let query = Query::parse(parts.uri.query());
-    if let Some(response) = admin::handle(&app, &parts.method, parts.uri.path(), &query, &body).await {
+    if let Some(response) =
+        admin::handle(&app, &parts.method, parts.uri.path(), &query, &body).await
+    {
         return response;
     }
     if let Some((verb, resource)) = verb_and_resource(&parts.method, parts.uri.path(), &query) {
@@ -103,7 +105,9 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
 
 /// The Kubernetes verb and resource (`pods`, `pods/status`) of a resource request, for faults.
 fn verb_and_resource(method: &Method, path: &str, query: &Query) -> Option<(&'static str, String)> {
-    let Endpoint::Resource(rp) = request::parse_path(path) else { return None };
+    let Endpoint::Resource(rp) = request::parse_path(path) else {
+        return None;
+    };
     let watch = rp.legacy_watch || query.flag("watch");
     let verb = match (method.clone(), rp.name.is_some()) {
         (Method::GET, _) if watch => "watch",

@@ -234,6 +234,14 @@ pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiErro
     let value = match ct.as_str() {
         "" | "application/json" | "*/*" => decode_json(body)?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body)?,
+        // kubectl's typed `create` generators send protobuf.
+        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body).map_err(|e| {
+            if e.starts_with("unsupported protobuf kind") {
+                ApiError::with_code(415, format!("{e}; send this kind as JSON or YAML"))
+            } else {
+                ApiError::bad_request(e)
+            }
+        })?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {

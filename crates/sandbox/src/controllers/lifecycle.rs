@@ -7,56 +7,19 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
+use super::Loops;
 use crate::crd::CLEANUP_FINALIZER;
 use crate::meta;
 use crate::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use crate::resources::ResourceInfo;
 use crate::store::{Event, EventType, State, Store, Stored};
 
-/// Which built-in loops run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Loops {
-    pub namespace_lifecycle: bool,
-    pub garbage_collector: bool,
-}
-
-impl Default for Loops {
-    fn default() -> Self {
-        Self {
-            namespace_lifecycle: true,
-            garbage_collector: true,
-        }
-    }
-}
-
-/// Runs the loops until `shutdown` turns true.
-pub async fn run(store: Arc<Store>, loops: Loops, mut shutdown: watch::Receiver<bool>) {
-    let mut changes = store.subscribe();
-    // The first pass sees the log from the start: the seeded namespaces get their defaults.
-    let mut cursor = 0;
-    loop {
-        changes.mark_unchanged();
-        let (triggers, next) = {
-            let state = store.read();
-            (
-                Triggers::from_events(state.all_events_after(cursor).ok().as_deref()),
-                state.rv(),
-            )
-        };
-        cursor = next;
-        sweep(&store, loops, &triggers);
-        tokio::select! {
-            changed = changes.changed() => if changed.is_err() { return },
-            _ = shutdown.changed() => return,
-        }
-        // Let a burst of writes land before scanning once for all of them.
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+/// One pass of the lifecycle loops over the events since the previous one.
+pub fn pass(store: &Store, loops: Loops, events: Option<&[Event]>) {
+    sweep(store, loops, &Triggers::from_events(events));
 }
 
 /// What the events since the last pass call for.

@@ -1,0 +1,84 @@
+//! Control loops that a real cluster runs next to the API server (kube-controller-manager and
+//! the apiserver's own finalizers), run in-process here so clients meet the same behaviour:
+//! namespace lifecycle, CRD instance cleanup, garbage collection, and Endpoints/EndpointSlices.
+//!
+//! Each loop is a pass over the store, driven by [`drive`]: it wakes when the store changes,
+//! lets a burst of writes land, and hands the pass the events since its previous run (or `None`
+//! when the event log no longer reaches back, meaning "look at everything").
+
+pub mod endpoints;
+pub mod lifecycle;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::store::{Event, Store};
+
+/// Which built-in loops run; tests that drive a behaviour by hand switch one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loops {
+    /// Namespace termination and each namespace's default ServiceAccount and root CA ConfigMap.
+    pub namespace_lifecycle: bool,
+    /// The ownerReference garbage collector.
+    pub garbage_collector: bool,
+    /// Endpoints and EndpointSlices for Services with selectors.
+    pub endpoints: bool,
+}
+
+impl Default for Loops {
+    fn default() -> Self {
+        Self {
+            namespace_lifecycle: true,
+            garbage_collector: true,
+            endpoints: true,
+        }
+    }
+}
+
+/// Starts every enabled loop; they end when `shutdown` turns true.
+pub fn spawn(
+    store: &Arc<Store>,
+    loops: Loops,
+    shutdown: &watch::Receiver<bool>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![tokio::spawn(drive(
+        store.clone(),
+        shutdown.clone(),
+        move |s, events| lifecycle::pass(s, loops, events),
+    ))];
+    if loops.endpoints {
+        tasks.push(tokio::spawn(drive(
+            store.clone(),
+            shutdown.clone(),
+            endpoints::pass,
+        )));
+    }
+    tasks
+}
+
+/// Runs `pass` once at start (over the whole log) and then after every burst of changes.
+pub async fn drive(
+    store: Arc<Store>,
+    mut shutdown: watch::Receiver<bool>,
+    mut pass: impl FnMut(&Store, Option<&[Event]>),
+) {
+    let mut changes = store.subscribe();
+    let mut cursor = 0;
+    loop {
+        changes.mark_unchanged();
+        let (events, next) = {
+            let state = store.read();
+            (state.all_events_after(cursor).ok(), state.rv())
+        };
+        cursor = next;
+        pass(&store, events.as_deref());
+        tokio::select! {
+            changed = changes.changed() => if changed.is_err() { return },
+            _ = shutdown.changed() => return,
+        }
+        // Let a burst of writes land before looking once at all of them.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
