@@ -346,7 +346,7 @@ fn validate_data_keys(obj: &Value, fields: &[&str], errors: &mut Vec<FieldError>
         };
         for key in map.keys().filter(|k| !valid(k)) {
             errors.push(FieldError::invalid(
-                (*field).to_owned(),
+                format!("{field}[{key}]"),
                 &json!(key),
                 "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
             ));

@@ -148,22 +148,36 @@ const SERVER_META: &[&str] = &[
     "managedFields",
 ];
 
-fn check_namespace_usable(state: &State, info: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+fn check_namespace_usable(
+    state: &State,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
     if !info.namespaced {
         return Ok(());
     }
     match state.get("/namespaces", "", ns) {
         None => Err(ApiError::not_found("", "namespaces", ns)),
-        Some(n) if meta::is_deleting(&n.value) => Err(ApiError::forbidden(
-            &info.group,
-            &info.resource,
-            "",
-            format!(
-                "{} \"{}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                crate::error::qualified(&info.group, &info.resource),
-                "",
-            ),
-        )),
+        Some(n) if meta::is_deleting(&n.value) => {
+            let mut e = ApiError::forbidden(
+                &info.group,
+                &info.resource,
+                name,
+                format!(
+                    "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                    crate::error::qualified(&info.group, &info.resource),
+                ),
+            );
+            if let Some(details) = e.details.as_mut() {
+                details["causes"] = json!([{
+                    "reason": "NamespaceTerminating",
+                    "message": format!("namespace {ns} is being terminated"),
+                    "field": "metadata.namespace",
+                }]);
+            }
+            Err(e)
+        }
         Some(_) => Ok(()),
     }
 }
@@ -221,17 +235,28 @@ fn invalid(info: &ResourceInfo, obj: &Value, errors: &[FieldError]) -> ApiError 
     ApiError::invalid(&info.group, &info.kind, meta::name(obj), errors)
 }
 
-/// The part of an object whose change bumps `metadata.generation`.
-fn generation_content<'a>(info: &ResourceInfo, obj: &'a Value) -> Vec<(&'a String, &'a Value)> {
+/// The part of an object whose change bumps `metadata.generation`: everything but metadata (and
+/// status, when it is a subresource) — plus annotations for Deployments, whose strategy counts
+/// them because rollout settings live there.
+fn generation_content<'a>(info: &ResourceInfo, obj: &'a Value) -> Vec<(&'a str, &'a Value)> {
     let skip_status = info.has_status_subresource();
-    obj.as_object()
+    let mut content: Vec<(&str, &Value)> = obj
+        .as_object()
         .into_iter()
         .flatten()
         .filter(|(k, _)| {
             !(matches!(k.as_str(), "metadata" | "apiVersion" | "kind")
                 || (skip_status && *k == "status"))
         })
-        .collect()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    if info.group == "apps" && info.resource == "deployments" {
+        content.push((
+            "annotations",
+            obj.pointer("/metadata/annotations").unwrap_or(&Value::Null),
+        ));
+    }
+    content
 }
 
 /// Whether two stored forms differ in anything but resourceVersion and managedFields.
@@ -305,7 +330,7 @@ fn create_tracked(
     if !errors.is_empty() {
         return Err(invalid(info, &obj, &errors));
     }
-    check_namespace_usable(state, info, ns)?;
+    check_namespace_usable(state, info, ns, meta::name(&obj))?;
     let ns = obj_ns(info, ns);
     let name = meta::name(&obj).to_owned();
     if state.get(&info.storage_key, &ns, &name).is_some() {
@@ -464,7 +489,11 @@ fn update_tracked(
     if info.tracks_generation {
         meta::set_meta(&mut new, "generation", json!(generation));
     }
-    if !differs(&new, &old.value) {
+    // An apply that changes only ownership (a second manager sharing a field) is still a
+    // write; any other write that changes nothing is skipped, as the real server does.
+    let ownership_changed = tracking == Tracking::Applied
+        && applied_fields.as_ref() != old.value.pointer("/metadata/managedFields");
+    if !differs(&new, &old.value) && !ownership_changed {
         return Ok(Written {
             object: old,
             warnings,
@@ -492,8 +521,7 @@ fn update_tracked(
     }
     if meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !is_namespace(info) {
         // The last finalizer is gone: the object goes away now.
-        state.put(&info.storage_key, new);
-        let gone = state.remove(&info.storage_key, &ns, name);
+        let gone = state.remove_as(&info.storage_key, &ns, name, Some(new));
         return gone
             .map(|object| Written {
                 object,
@@ -602,7 +630,7 @@ pub fn patch(
         PatchType::Strategic => {
             if info.crd.is_some() {
                 return Err(ApiError::unsupported_media_type(
-                    "application/strategic-merge-patch+json",
+                    crate::http::request::CUSTOM_RESOURCE_PATCH_MEDIA_TYPES,
                 ));
             }
             current = strategic_merge::apply_patch(&info.kind, &current, &patch)
@@ -629,9 +657,8 @@ fn server_side_apply(
     force: bool,
 ) -> Result<Written, ApiError> {
     if opts.field_manager.is_empty() {
-        return Err(ApiError::bad_request(
-            "PATCH /apply requests require a fieldManager",
-        ));
+        let e = FieldError::required("fieldManager", "is required for apply patch");
+        return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", &[e]));
     }
     let applied_name = meta::name(&applied);
     if !applied_name.is_empty() && applied_name != name {

@@ -1,6 +1,7 @@
 //! Which objects a list, watch or deletecollection sees: namespace, label and field selectors,
 //! and `limit`/`continue` paging.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
@@ -96,27 +97,24 @@ pub fn list(
     limit: Option<usize>,
     continue_token: Option<&str>,
 ) -> Result<Page, ApiError> {
-    let (rv, after) = match continue_token.filter(|t| !t.is_empty()) {
+    let (rv, candidates): (u64, Vec<Arc<Stored>>) = match continue_token.filter(|t| !t.is_empty()) {
         Some(token) => {
-            let (rv, key) = decode_continue(token)?;
-            if rv < state.compacted() {
-                return Err(ApiError::expired(
-                    "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
-                ));
-            }
-            (rv, Some(key))
+            let (rv, after) = decode_continue(token)?;
+            (rv, snapshot_after(state, info, filter, rv, &after)?)
         }
-        None => (state.rv(), None),
+        None => (
+            state.rv(),
+            state
+                .range(&info.storage_key, filter.namespace.as_deref(), None)
+                .cloned()
+                .collect(),
+        ),
     };
     let limit = limit.filter(|l| *l > 0);
     let mut items = Vec::new();
     let mut remaining = 0usize;
     let mut last_key: Option<ObjectKey> = None;
-    for obj in state.range(
-        &info.storage_key,
-        filter.namespace.as_deref(),
-        after.as_ref(),
-    ) {
+    for obj in candidates {
         if !filter.matches(&obj.value) {
             continue;
         }
@@ -125,7 +123,7 @@ pub fn list(
             continue;
         }
         last_key = Some((obj.namespace().to_owned(), obj.name().to_owned()));
-        items.push(obj.clone());
+        items.push(obj);
     }
     let continue_token = (remaining > 0)
         .then(|| last_key.map(|k| encode_continue(rv, &k)))
@@ -136,6 +134,44 @@ pub fn list(
         remaining: (remaining > 0).then_some(remaining),
         continue_token,
     })
+}
+
+/// The objects after `after` as they were at resourceVersion `rv`, so that every page of a
+/// paged list shows one consistent state: objects changed since are taken back to their state
+/// at `rv` from the event log (each key's first later event carries its earlier state), and
+/// objects created since are left out. A token older than the log is 410 Expired.
+fn snapshot_after(
+    state: &State,
+    info: &ResourceInfo,
+    filter: &Filter,
+    rv: u64,
+    after: &ObjectKey,
+) -> Result<Vec<Arc<Stored>>, ApiError> {
+    let expired = || {
+        ApiError::expired(
+            "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
+        )
+    };
+    let later = state.all_events_after(rv).map_err(|_| expired())?;
+    let mut at_rv: BTreeMap<ObjectKey, Option<Arc<Stored>>> = BTreeMap::new();
+    for e in later.iter().filter(|e| *e.storage_key == *info.storage_key) {
+        let key = (e.object.namespace().to_owned(), e.object.name().to_owned());
+        at_rv.entry(key).or_insert_with(|| e.previous.clone());
+    }
+    let mut merged: BTreeMap<ObjectKey, Arc<Stored>> = state
+        .range(&info.storage_key, filter.namespace.as_deref(), Some(after))
+        .map(|o| ((o.namespace().to_owned(), o.name().to_owned()), o.clone()))
+        .collect();
+    for (key, then) in at_rv {
+        if key <= *after || filter.namespace.as_deref().is_some_and(|ns| ns != key.0) {
+            continue;
+        }
+        match then {
+            Some(obj) => merged.insert(key, obj),
+            None => merged.remove(&key),
+        };
+    }
+    Ok(merged.into_values().collect())
 }
 
 fn encode_continue(rv: u64, key: &ObjectKey) -> String {

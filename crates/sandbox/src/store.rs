@@ -196,12 +196,24 @@ impl State {
         namespace: &str,
         name: &str,
     ) -> Option<Arc<Stored>> {
+        self.remove_as(storage_key, namespace, name, None)
+    }
+
+    /// Removes an object, reporting `last` (e.g. its state with the final finalizer gone) as the
+    /// DELETED object instead of the stored one: watchers see one DELETED, no MODIFIED first.
+    pub fn remove_as(
+        &mut self,
+        storage_key: &str,
+        namespace: &str,
+        name: &str,
+        last: Option<Value>,
+    ) -> Option<Arc<Stored>> {
         let key = self.interned_key(storage_key);
         let previous = self
             .objects
             .get_mut(&key)?
             .remove(&(namespace.to_owned(), name.to_owned()))?;
-        let (_, stored) = self.stamp(previous.value.clone());
+        let (_, stored) = self.stamp(last.unwrap_or_else(|| previous.value.clone()));
         self.log_event(EventType::Deleted, &key, stored.clone(), Some(previous));
         Some(stored)
     }
@@ -255,11 +267,6 @@ impl State {
         if keep == 0 {
             self.compacted = self.rv;
         }
-    }
-
-    /// The oldest resourceVersion that watches and continue tokens can still use.
-    pub fn compacted(&self) -> u64 {
-        self.compacted
     }
 
     /// Allocates the next Service cluster IP from 10.96.0.0/12.

@@ -21,10 +21,18 @@ async fn counted_faults_fail_then_clear() {
     sandbox.inject(Fault::fail("create", "configmaps", 500, 2));
     let api = env.api::<ConfigMap>();
     for attempt in 0..2 {
-        let err = api.create(&PostParams::default(), &config_map("f")).await.expect_err("injected");
-        assert!(matches!(err, kube::Error::Api(ref s) if s.code == 500), "attempt {attempt}: {err:?}");
+        let err = api
+            .create(&PostParams::default(), &config_map("f"))
+            .await
+            .expect_err("injected");
+        assert!(
+            matches!(err, kube::Error::Api(ref s) if s.code == 500),
+            "attempt {attempt}: {err:?}"
+        );
     }
-    api.create(&PostParams::default(), &config_map("f")).await.expect("third create succeeds");
+    api.create(&PostParams::default(), &config_map("f"))
+        .await
+        .expect("third create succeeds");
     // Other verbs and resources were never affected.
     api.get("f").await.expect("get unaffected");
     env.cleanup().await;
@@ -35,11 +43,20 @@ async fn latency_is_added_to_matching_requests() {
     let env = TestEnv::start().await.expect("env");
     require_sandbox!(env);
     let api = env.api::<ConfigMap>();
-    api.create(&PostParams::default(), &config_map("slow")).await.expect("create");
-    env.sandbox().expect("sandbox").inject(Fault::slow("get", "configmaps", Duration::from_millis(150)));
+    api.create(&PostParams::default(), &config_map("slow"))
+        .await
+        .expect("create");
+    env.sandbox().expect("sandbox").inject(Fault::slow(
+        "get",
+        "configmaps",
+        Duration::from_millis(150),
+    ));
     let started = Instant::now();
     api.get("slow").await.expect("get");
-    assert!(started.elapsed() >= Duration::from_millis(150), "latency injected");
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "latency injected"
+    );
     env.sandbox().expect("sandbox").clear_faults();
     env.cleanup().await;
 }
@@ -49,18 +66,30 @@ async fn restart_keeps_state_and_watchers_recover() {
     let env = TestEnv::start().await.expect("env");
     require_sandbox!(env);
     let api = env.api::<ConfigMap>();
-    api.create(&PostParams::default(), &config_map("before")).await.expect("create");
+    api.create(&PostParams::default(), &config_map("before"))
+        .await
+        .expect("create");
     let mut events = watcher(api.clone(), watcher::Config::default()).boxed();
     // The first event batch is the initial list.
-    let _ = tokio::time::timeout(Duration::from_secs(5), events.next()).await.expect("initial list");
+    let _ = tokio::time::timeout(Duration::from_secs(5), events.next())
+        .await
+        .expect("initial list");
 
     let sandbox = env.sandbox().expect("sandbox");
     sandbox.stop_serving().await;
-    assert!(api.get("before").await.is_err(), "a stopped server answers nothing");
-    sandbox.resume_serving().await.expect("listen again on the same address");
+    assert!(
+        api.get("before").await.is_err(),
+        "a stopped server answers nothing"
+    );
+    sandbox
+        .resume_serving()
+        .await
+        .expect("listen again on the same address");
     api.get("before").await.expect("state survives the restart");
 
-    api.create(&PostParams::default(), &config_map("after")).await.expect("create after restart");
+    api.create(&PostParams::default(), &config_map("after"))
+        .await
+        .expect("create after restart");
     let seen = tokio::time::timeout(Duration::from_secs(10), async {
         while let Some(event) = events.next().await {
             if let Ok(watcher::Event::Apply(cm) | watcher::Event::InitApply(cm)) = event
@@ -82,20 +111,31 @@ async fn admin_endpoint_injects_and_clears_faults() {
     let env = TestEnv::start().await.expect("env");
     require_sandbox!(env);
     let client = env.client();
-    let body = serde_json::to_vec(&serde_json::json!({"verb": "list", "resource": "configmaps", "code": 500, "count": 1}))
-        .expect("json");
-    let req = http::Request::post("/vigil-sandbox/v1/faults").body(body).expect("request");
+    let body = serde_json::to_vec(
+        &serde_json::json!({"verb": "list", "resource": "configmaps", "code": 500, "count": 1}),
+    )
+    .expect("json");
+    let req = http::Request::post("/vigil-sandbox/v1/faults")
+        .body(body)
+        .expect("request");
     client.request_text(req).await.expect("fault added");
     let api = env.api::<ConfigMap>();
     let err = api.list(&Default::default()).await.expect_err("injected");
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 500), "{err:?}");
-    api.list(&Default::default()).await.expect("count exhausted");
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 500),
+        "{err:?}"
+    );
+    api.list(&Default::default())
+        .await
+        .expect("count exhausted");
 
     let req = http::Request::post("/vigil-sandbox/v1/faults")
         .body(serde_json::to_vec(&serde_json::json!({"code": 500})).expect("json"))
         .expect("request");
     client.request_text(req).await.expect("fault added");
-    let req = http::Request::delete("/vigil-sandbox/v1/faults").body(Vec::new()).expect("request");
+    let req = http::Request::delete("/vigil-sandbox/v1/faults")
+        .body(Vec::new())
+        .expect("request");
     // The wildcard rule fails every API request, but the admin endpoint stays reachable.
     client.request_text(req).await.expect("faults cleared");
     api.list(&Default::default()).await.expect("faults cleared");

@@ -245,7 +245,7 @@ async fn limit_and_continue_page_through_a_consistent_snapshot() {
             assert_eq!(
                 remaining,
                 (7 - seen.len()) as i64,
-                "remainingItemCount on page {pages}"
+                "remainingItemCount on page {pages} (continued lists are a snapshot at the first page's resourceVersion)"
             );
         }
         if pages == 1 {

@@ -290,7 +290,7 @@ fn terminate_namespace(state: &mut State, ns: &str) {
         spec.remove("finalizers");
     }
     if meta::finalizers(&obj).is_empty() {
-        state.remove("/namespaces", "", ns);
+        state.remove_as("/namespaces", "", ns, Some(obj));
     } else if obj != namespace.value {
         state.put("/namespaces", obj);
     }
@@ -423,8 +423,7 @@ fn propagate(state: &mut State, key: &str, owner: &Stored) {
         },
     );
     if rest.is_empty() && meta::is_deleting(&value) {
-        state.put(key, value);
-        state.remove(key, owner.namespace(), owner.name());
+        state.remove_as(key, owner.namespace(), owner.name(), Some(value));
     } else {
         state.put(key, value);
     }

@@ -323,6 +323,12 @@ fn resource(
             let mut opts = write_options(query, headers)?;
             if matches!(patch_type, ops::PatchType::Apply { .. }) {
                 opts.field_manager = query.str("fieldManager").to_owned();
+            } else if query.get("force").is_some() {
+                let e = crate::field_error::FieldError::forbidden(
+                    "force",
+                    "may not be specified for non-apply patch",
+                );
+                return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", &[e]));
             }
             let written = app
                 .store

@@ -228,7 +228,27 @@ fn content_type(headers: &HeaderMap) -> String {
         .unwrap_or_default()
 }
 
-/// Decodes a create/update body (JSON or YAML) into an object.
+/// Media types of create and update bodies.
+pub const OBJECT_MEDIA_TYPES: &[&str] = &[
+    "application/json",
+    "application/yaml",
+    "application/vnd.kubernetes.protobuf",
+];
+/// Media types of PATCH bodies.
+pub const PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/strategic-merge-patch+json",
+    "application/apply-patch+yaml",
+];
+/// Custom resources take every patch type but strategic merge.
+pub const CUSTOM_RESOURCE_PATCH_MEDIA_TYPES: &[&str] = &[
+    "application/json-patch+json",
+    "application/merge-patch+json",
+    "application/apply-patch+yaml",
+];
+
+/// Decodes a create/update body (JSON, YAML or kubectl's protobuf) into an object.
 pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     let ct = content_type(headers);
     let value = match ct.as_str() {
@@ -237,12 +257,12 @@ pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiErro
         // kubectl's typed `create` generators send protobuf.
         "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body).map_err(|e| {
             if e.starts_with("unsupported protobuf kind") {
-                ApiError::with_code(415, format!("{e}; send this kind as JSON or YAML"))
+                ApiError::unsupported_media_type(&["application/json", "application/yaml"])
             } else {
                 ApiError::bad_request(e)
             }
         })?,
-        other => return Err(ApiError::unsupported_media_type(other)),
+        _ => return Err(ApiError::unsupported_media_type(OBJECT_MEDIA_TYPES)),
     };
     if !value.is_object() {
         return Err(ApiError::bad_request(
@@ -266,7 +286,7 @@ pub fn decode_patch(
         "application/apply-patch+yaml" | "application/apply-patch+json" => {
             PatchType::Apply { force }
         }
-        other => return Err(ApiError::unsupported_media_type(other)),
+        _ => return Err(ApiError::unsupported_media_type(PATCH_MEDIA_TYPES)),
     };
     let value = if matches!(patch_type, PatchType::Apply { .. }) {
         decode_yaml(body)?
@@ -319,8 +339,9 @@ pub fn check_type(body: &Value, api_version: &str, kind: &str) -> Result<(), Api
         )));
     }
     if body_kind != kind {
+        let version = api_version.rsplit('/').next().unwrap_or(api_version);
         return Err(ApiError::bad_request(format!(
-            "the object provided is unrecognized (must be of type {kind}): kind {body_kind:?} does not match"
+            "{body_kind} in version \"{version}\" cannot be handled as a {kind}: converting ({version}.{body_kind}) to ({version}.{kind}): unknown conversion"
         )));
     }
     Ok(())

@@ -155,7 +155,16 @@ fn next_batch(
             (EventType::Added, _, true) => "ADDED",
             (EventType::Modified, true, true) => "MODIFIED",
             (EventType::Modified, false, true) => "ADDED",
-            (EventType::Modified, true, false) => "DELETED",
+            (EventType::Modified, true, false) => {
+                // It left the selection: the watch cache reports its last matching state, at
+                // the resourceVersion of the change.
+                if let Some(previous) = &e.previous {
+                    let mut last = previous.value.clone();
+                    crate::meta::set_meta(&mut last, "resourceVersion", json!(e.rv.to_string()));
+                    write_event(&mut buf, "DELETED", info, &Stored::new(last, e.rv), req);
+                }
+                continue;
+            }
             (EventType::Deleted, true, _) => "DELETED",
             _ => continue,
         };
