@@ -29,6 +29,16 @@ pub struct SandboxBench {
     /// Creates in flight at once (1 = strictly sequential over one keep-alive connection).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
+    /// Which client creates: `kube` (kube::Client, what controllers use) or `raw` (bare HTTP/1.1
+    /// on one keep-alive socket, strictly sequential: the server's own cost without client overhead).
+    #[arg(long, value_enum, default_value_t = CreateClient::Kube)]
+    client: CreateClient,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CreateClient {
+    Kube,
+    Raw,
 }
 
 pub async fn run(bench: Bench) -> anyhow::Result<()> {
@@ -92,6 +102,58 @@ fn ms(d: Duration) -> String {
     format!("{:.3} ms", d.as_secs_f64() * 1000.0)
 }
 
+/// When each object's create request was sent, by name.
+type SentTimes = Arc<Mutex<HashMap<String, Instant>>>;
+
+fn note_sent(sent: &SentTimes, name: &str) {
+    if let Ok(mut m) = sent.lock() {
+        m.insert(name.to_owned(), Instant::now());
+    }
+}
+
+fn object_name(i: usize) -> String {
+    format!("bench-{i:06}")
+}
+
+fn config_map_json(name: &str) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"payload": "x".repeat(64)}
+    })
+}
+
+/// A watcher that records, per ADDED event, the delay since the object's create was sent.
+async fn watch_latencies(
+    api: Api<ConfigMap>,
+    start_rv: String,
+    sent: SentTimes,
+    expected: usize,
+) -> Vec<Duration> {
+    let mut latencies = Vec::with_capacity(expected);
+    let Ok(stream) = api
+        .watch(&WatchParams::default().timeout(290), &start_rv)
+        .await
+    else {
+        return latencies;
+    };
+    let mut stream = stream.boxed();
+    while latencies.len() < expected {
+        match stream.try_next().await {
+            Ok(Some(WatchEvent::Added(cm))) => {
+                let now = Instant::now();
+                let name = cm.metadata.name.unwrap_or_default();
+                if let Some(t) = sent.lock().ok().and_then(|m| m.get(&name).copied()) {
+                    latencies.push(now.saturating_duration_since(t));
+                }
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => break,
+        }
+    }
+    latencies
+}
+
 async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let child = spawn_sandbox().await?;
     let pid = child.process.id().context("sandbox pid")?;
@@ -101,57 +163,27 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let list = api.list_metadata(&Default::default()).await?;
     let start_rv = list.metadata.resource_version.unwrap_or_default();
 
-    let sent: Arc<Mutex<HashMap<String, Instant>>> =
-        Arc::new(Mutex::new(HashMap::with_capacity(args.objects)));
+    let sent: SentTimes = Arc::new(Mutex::new(HashMap::with_capacity(args.objects)));
     let mut watchers = Vec::new();
     for _ in 0..args.watchers {
+        // One connection per watcher, as separate controllers would have.
         let watch_client = Client::try_from(kube::Config::new(child.url.parse()?))?;
         let api: Api<ConfigMap> = Api::namespaced(watch_client, "default");
-        let stream = api
-            .watch(&WatchParams::default().timeout(290), &start_rv)
-            .await?;
-        let sent = sent.clone();
-        let expected = args.objects;
-        watchers.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(expected);
-            let mut stream = stream.boxed();
-            while latencies.len() < expected {
-                match stream.try_next().await {
-                    Ok(Some(WatchEvent::Added(cm))) => {
-                        let now = Instant::now();
-                        let name = cm.metadata.name.unwrap_or_default();
-                        if let Some(t) = sent.lock().ok().and_then(|m| m.get(&name).copied()) {
-                            latencies.push(now.saturating_duration_since(t));
-                        }
-                    }
-                    Ok(Some(_)) => {}
-                    Ok(None) | Err(_) => break,
-                }
-            }
-            latencies
-        }));
+        watchers.push(tokio::spawn(watch_latencies(
+            api,
+            start_rv.clone(),
+            sent.clone(),
+            args.objects,
+        )));
     }
+    // Let every watch be established before the clock starts.
+    tokio::time::sleep(Duration::from_millis(200)).await;
 
     let started = Instant::now();
-    let names: Vec<String> = (0..args.objects).map(|i| format!("bench-{i:06}")).collect();
-    futures::stream::iter(names.into_iter().map(|name| {
-        let api = api.clone();
-        let sent = sent.clone();
-        async move {
-            let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-                "metadata": {"name": name},
-                "data": {"payload": "x".repeat(64)}
-            }))?;
-            if let Ok(mut m) = sent.lock() {
-                m.insert(name, Instant::now());
-            }
-            api.create(&PostParams::default(), &cm).await?;
-            anyhow::Ok(())
-        }
-    }))
-    .buffer_unordered(args.concurrency.max(1))
-    .try_collect::<Vec<()>>()
-    .await?;
+    match args.client {
+        CreateClient::Kube => create_with_kube(&api, &sent, args.objects, args.concurrency).await?,
+        CreateClient::Raw => create_raw(&child.url, &sent, args.objects).await?,
+    }
     let elapsed = started.elapsed();
 
     let mut latencies = Vec::new();
@@ -169,8 +201,8 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
     println!(
-        "vigil bench sandbox: {} creates, {} watchers, concurrency {}",
-        args.objects, args.watchers, args.concurrency
+        "vigil bench sandbox: {} creates ({:?} client, concurrency {}), {} watchers",
+        args.objects, args.client, args.concurrency, args.watchers
     );
     println!(
         "  creates:            {:.3} s total, {:.0} creates/s",
@@ -179,7 +211,7 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     );
     println!("  watchers complete:  {complete}/{}", args.watchers);
     println!(
-        "  watch delivery:     p50 {}, p90 {}, p99 {}, max {} ({} events; measured from create request start)",
+        "  watch delivery:     p50 {}, p90 {}, p99 {}, max {} ({} events; from create request sent to event decoded)",
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 90.0)),
         ms(percentile(&latencies, 99.0)),
@@ -189,4 +221,79 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     println!("  sandbox RSS:        peak {peak:.1} MiB, now {now:.1} MiB");
     drop(child);
     Ok(())
+}
+
+async fn create_with_kube(
+    api: &Api<ConfigMap>,
+    sent: &SentTimes,
+    objects: usize,
+    concurrency: usize,
+) -> anyhow::Result<()> {
+    futures::stream::iter((0..objects).map(|i| async move {
+        let name = object_name(i);
+        let cm: ConfigMap = serde_json::from_value(config_map_json(&name))?;
+        note_sent(sent, &name);
+        api.create(&PostParams::default(), &cm).await?;
+        anyhow::Ok(())
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(())
+}
+
+/// Sequential creates as bare HTTP/1.1 requests on one keep-alive connection.
+async fn create_raw(url: &str, sent: &SentTimes, objects: usize) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let addr = url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    for i in 0..objects {
+        let name = object_name(i);
+        let body = serde_json::to_vec(&config_map_json(&name))?;
+        let head = format!(
+            "POST /api/v1/namespaces/default/configmaps HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        note_sent(sent, &name);
+        stream.write_all(&[head.as_bytes(), &body].concat()).await?;
+        read_created(&mut stream, &mut buf).await?;
+    }
+    Ok(())
+}
+
+/// Reads one response with a Content-Length body; anything but 201 Created is an error.
+async fn read_created(stream: &mut tokio::net::TcpStream, buf: &mut Vec<u8>) -> anyhow::Result<()> {
+    use tokio::io::AsyncReadExt as _;
+    buf.clear();
+    let mut chunk = vec![0u8; 16 * 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..end])?;
+            anyhow::ensure!(
+                head.starts_with("HTTP/1.1 201"),
+                "create failed: {}",
+                head.lines().next().unwrap_or("")
+            );
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().to_owned())
+                })
+                .context("no content-length")?
+                .parse()?;
+            while buf.len() < end + 4 + length {
+                let n = stream.read(&mut chunk).await?;
+                anyhow::ensure!(n > 0, "connection closed");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return Ok(());
+        }
+        let n = stream.read(&mut chunk).await?;
+        anyhow::ensure!(n > 0, "connection closed");
+        buf.extend_from_slice(&chunk[..n]);
+    }
 }
