@@ -519,7 +519,18 @@ fn update_tracked(
             created: false,
         });
     }
-    if meta::is_deleting(&new) && meta::finalizers(&new).is_empty() && !is_namespace(info) {
+    // A graceful deletion still running (a pod the kubelet is stopping) is finished by its
+    // kubelet, not by the last finalizer going away.
+    let grace_pending = new
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0)
+        > 0;
+    if meta::is_deleting(&new)
+        && meta::finalizers(&new).is_empty()
+        && !is_namespace(info)
+        && !grace_pending
+    {
         // The last finalizer is gone: the object goes away now.
         let gone = state.remove_as(&info.storage_key, &ns, name, Some(new));
         return gone
@@ -783,6 +794,15 @@ pub fn delete(
         return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
     }
     if !finalizers.is_empty() {
+        let pending_grace = obj
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if already_deleting && grace == Some(0) && pending_grace > 0 {
+            // The kubelet has stopped the pod: only the finalizers hold it now.
+            meta::set_meta(&mut obj, "deletionGracePeriodSeconds", json!(0));
+            return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
+        }
         if already_deleting {
             return Ok(Deleted::Pending(old));
         }

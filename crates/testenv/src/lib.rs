@@ -10,6 +10,9 @@
 //! # Ok(()) }
 //! ```
 
+mod wait;
+mod workloads;
+
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -18,7 +21,12 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
+pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
 pub use vigil_sandbox;
+pub use wait::{WaitError, wait_for};
+pub use workloads::{SETTLE_TIMEOUT, WorkloadError};
+
+use vigil_kubelet::Kubelet;
 
 /// The environment variable naming a real cluster's kubeconfig.
 pub const KUBECONFIG_ENV: &str = "VIGIL_TEST_KUBECONFIG";
@@ -42,6 +50,8 @@ pub enum TestEnvError {
     Namespace(kube::Error),
     #[error("writing a kubeconfig file: {0}")]
     Io(#[from] std::io::Error),
+    #[error("starting the simulated kubelet: {0}")]
+    Kubelet(vigil_kubelet::KubeletError),
 }
 
 /// How to start an environment.
@@ -49,6 +59,19 @@ pub enum TestEnvError {
 pub struct TestEnvOptions {
     /// Settings of the sandbox, when one is started (ignored on a real cluster).
     pub sandbox: SandboxConfig,
+    /// Run a simulated kubelet for this test's namespace (on either backend). Its node name and
+    /// namespace are filled in per test so tests sharing a real cluster do not meet.
+    pub kubelet: Option<KubeletConfig>,
+}
+
+impl TestEnvOptions {
+    /// Options with a simulated kubelet that makes pods Ready at once.
+    pub fn with_kubelet() -> Self {
+        Self {
+            kubelet: Some(KubeletConfig::default()),
+            ..Self::default()
+        }
+    }
 }
 
 enum Backend {
@@ -63,6 +86,7 @@ pub struct TestEnv {
     backend: Backend,
     kubeconfig_text: String,
     kubeconfig_file: Option<PathBuf>,
+    kubelet: Option<Kubelet>,
     cleaned: bool,
 }
 
@@ -98,12 +122,31 @@ impl TestEnv {
         let config = config_from_text(&kubeconfig_text).await?;
         let client = Client::try_from(config)?;
         let namespace = create_namespace(&client).await?;
+        let kubelet = match options.kubelet {
+            Some(config) => {
+                let config = KubeletConfig {
+                    node_name: format!(
+                        "vigil-node-{}",
+                        namespace.trim_start_matches("vigil-test-")
+                    ),
+                    namespace: Some(namespace.clone()),
+                    ..config
+                };
+                Some(
+                    Kubelet::start(client.clone(), config)
+                        .await
+                        .map_err(TestEnvError::Kubelet)?,
+                )
+            }
+            None => None,
+        };
         Ok(Self {
             client,
             namespace,
             backend,
             kubeconfig_text,
             kubeconfig_file: None,
+            kubelet,
             cleaned: false,
         })
     }
@@ -150,9 +193,17 @@ impl TestEnv {
         Ok(self.kubeconfig_file.as_deref().unwrap_or(Path::new("")))
     }
 
+    /// The simulated kubelet's node, when one runs.
+    pub fn node_name(&self) -> Option<&str> {
+        self.kubelet.as_ref().map(Kubelet::node_name)
+    }
+
     /// Deletes the test namespace (and, on the sandbox, stops the server).
     pub async fn cleanup(mut self) {
         self.cleaned = true;
+        if let Some(kubelet) = self.kubelet.take() {
+            kubelet.stop_and_deregister().await;
+        }
         delete_namespace(&self.client, &self.namespace).await;
         self.remove_kubeconfig_file();
         if let Backend::Sandbox(sandbox) = std::mem::replace(&mut self.backend, Backend::Cluster) {
@@ -178,6 +229,7 @@ impl Drop for TestEnv {
         }
         let text = self.kubeconfig_text.clone();
         let namespace = self.namespace.clone();
+        let node = self.kubelet.take().map(|k| k.node_name().to_owned());
         let worker = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -191,6 +243,9 @@ impl Drop for TestEnv {
                     .and_then(|c| Ok(Client::try_from(c)?))
                 {
                     delete_namespace(&client, &namespace).await;
+                    if let Some(node) = node {
+                        Kubelet::deregister(&client, &node).await;
+                    }
                 }
             });
         });

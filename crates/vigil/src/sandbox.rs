@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use vigil_kubelet::{Kubelet, KubeletConfig};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 #[derive(Debug, clap::Args)]
@@ -20,6 +21,29 @@ pub struct SandboxArgs {
     /// Change events kept for watches to resume from; older resourceVersions get 410 Expired.
     #[arg(long, default_value_t = 100_000)]
     watch_window: usize,
+    /// Do not run the simulated kubelet (pods then stay Pending, as on a cluster without nodes).
+    #[arg(long)]
+    no_kubelet: bool,
+    /// How long pods take to become Ready on the simulated kubelet, e.g. `500ms`, `2s`.
+    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    kubelet_ready_delay: std::time::Duration,
+}
+
+/// Parses `250ms`, `2s` or `1m`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid duration {text:?}"))?;
+    match unit {
+        "ms" => Ok(std::time::Duration::from_millis(n)),
+        "s" | "" => Ok(std::time::Duration::from_secs(n)),
+        "m" => Ok(std::time::Duration::from_secs(n * 60)),
+        _ => Err(format!("invalid duration {text:?}: use ms, s or m")),
+    }
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
@@ -35,6 +59,20 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     if let Some(path) = &args.kubeconfig_out {
         sandbox.write_kubeconfig(path)?;
     }
+    let kubelet = if args.no_kubelet {
+        None
+    } else {
+        let client = client_for(&sandbox).await?;
+        let config = KubeletConfig {
+            ready_delay: args.kubelet_ready_delay,
+            ..KubeletConfig::default()
+        };
+        Some(
+            Kubelet::start(client, config)
+                .await
+                .context("starting the simulated kubelet")?,
+        )
+    };
     match &args.kubeconfig_out {
         Some(path) => println!(
             "sandbox ready at {} (kubeconfig: {})",
@@ -45,8 +83,18 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
     }
     wait_for_signal().await?;
     tracing::info!("stopping the sandbox");
+    if let Some(kubelet) = kubelet {
+        kubelet.stop().await;
+    }
     sandbox.shutdown().await;
     Ok(())
+}
+
+/// A client of the sandbox, through the same kubeconfig users get.
+async fn client_for(sandbox: &Sandbox) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sandbox.kubeconfig())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    Ok(kube::Client::try_from(config)?)
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {

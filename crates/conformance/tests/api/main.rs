@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cluster;
 mod crd;
 mod crud;
 mod discovery;

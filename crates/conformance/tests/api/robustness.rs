@@ -270,6 +270,7 @@ async fn requests_without_the_bearer_token_are_unauthorized() {
             token: Some(TOKEN.into()),
             ..SandboxConfig::default()
         },
+        ..TestEnvOptions::default()
     };
     let env = TestEnv::start_with(options).await.expect("test env");
     vigil_testenv::require_sandbox!(env);

@@ -221,6 +221,7 @@ async fn bookmarks_are_sent_only_when_allowed() {
             bookmark_interval: Duration::from_millis(200),
             ..SandboxConfig::default()
         },
+        ..TestEnvOptions::default()
     };
     let env = TestEnv::start_with(options).await.expect("test env");
     // Real servers send bookmarks about once a minute: too slow for this test.
