@@ -249,7 +249,7 @@ fn validate_containers(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldE
 
 fn validate_pod(obj: &Value, old: Option<&Value>, errors: &mut Vec<FieldError>) {
     validate_containers(obj.get("spec"), "spec", errors);
-    if let Some(old) = old {
+    if let Some(old) = old.filter(|old| old.get("spec") != obj.get("spec")) {
         // Pod specs are immutable but for a few fields; compare everything else.
         let strip = |spec: Option<&Value>| {
             let mut s = spec.cloned().unwrap_or(Value::Null);

@@ -65,7 +65,7 @@ impl Default for SandboxConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             token: None,
-            watch_window: 100_000,
+            watch_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
             loops: Loops::default(),
         }

@@ -261,15 +261,30 @@ fn generation_content<'a>(info: &ResourceInfo, obj: &'a Value) -> Vec<(&'a str, 
 
 /// Whether two stored forms differ in anything but resourceVersion and managedFields.
 fn differs(a: &Value, b: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(Value::Object(m)) = v.get_mut("metadata") {
-            m.remove("resourceVersion");
-            m.remove("managedFields");
-        }
-        v
+    // Compared in place: these objects can be large, and this runs on every write.
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else {
+        return a != b;
     };
-    strip(a) != strip(b)
+    let volatile = |k: &String| k == "resourceVersion" || k == "managedFields";
+    let meta_differs = |x: Option<&Value>, y: Option<&Value>| match (
+        x.and_then(Value::as_object),
+        y.and_then(Value::as_object),
+    ) {
+        (Some(x), Some(y)) => x
+            .iter()
+            .filter(|(k, _)| !volatile(k))
+            .ne(y.iter().filter(|(k, _)| !volatile(k))),
+        _ => x != y,
+    };
+    a.len() != b.len()
+        || a.iter().zip(b.iter()).any(|((ka, va), (kb, vb))| {
+            ka != kb
+                || if ka == "metadata" {
+                    meta_differs(Some(va), Some(vb))
+                } else {
+                    va != vb
+                }
+        })
 }
 
 /// Creates an object.
@@ -481,12 +496,13 @@ fn update_tracked(
         .pointer("/metadata/generation")
         .and_then(Value::as_i64)
         .unwrap_or(1);
-    let generation = if generation_content(info, &new) != generation_content(info, &old.value) {
-        old_generation + 1
-    } else {
-        old_generation
-    };
     if info.tracks_generation {
+        let changed = generation_content(info, &new) != generation_content(info, &old.value);
+        let generation = if changed {
+            old_generation + 1
+        } else {
+            old_generation
+        };
         meta::set_meta(&mut new, "generation", json!(generation));
     }
     // An apply that changes only ownership (a second manager sharing a field) is still a

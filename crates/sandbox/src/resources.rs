@@ -289,6 +289,14 @@ impl Registry {
             .collect()
     }
 
+    /// The resource serving `kind` in a group version (to resolve ownerReferences).
+    pub fn by_kind(&self, group: &str, version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
+        self.by_gvr
+            .values()
+            .find(|i| i.group == group && i.version == version && i.kind == kind)
+            .cloned()
+    }
+
     /// Every resource stored under a storage key (all versions).
     pub fn by_storage_key(&self, storage_key: &str) -> Vec<Arc<ResourceInfo>> {
         self.by_gvr

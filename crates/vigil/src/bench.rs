@@ -16,6 +16,8 @@ use tokio::io::AsyncBufReadExt as _;
 pub enum Bench {
     /// Creates per second and watch-event delivery latency against a sandbox in a child process.
     Sandbox(SandboxBench),
+    /// Endpoints settling time after a burst of pod readiness changes, pods × services.
+    Endpoints(crate::bench_endpoints::EndpointsBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -44,19 +46,22 @@ pub enum CreateClient {
 pub async fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Sandbox(args) => sandbox(args).await,
+        Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
     }
 }
 
 /// A `vigil sandbox` child process, killed on drop.
-struct Child {
-    process: tokio::process::Child,
-    url: String,
+pub struct Child {
+    pub process: tokio::process::Child,
+    pub url: String,
 }
 
-async fn spawn_sandbox() -> anyhow::Result<Child> {
+/// Starts `vigil sandbox` on a free port with extra arguments and waits for its ready line.
+pub async fn spawn_sandbox(extra: &[&str]) -> anyhow::Result<Child> {
     let exe = std::env::current_exe().context("locating the vigil binary")?;
     let mut process = tokio::process::Command::new(exe)
         .args(["sandbox", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -77,7 +82,7 @@ async fn spawn_sandbox() -> anyhow::Result<Child> {
 }
 
 /// Peak and current resident memory of a process, in MiB, from /proc.
-fn rss_mib(pid: u32) -> Option<(f64, f64)> {
+pub fn rss_mib(pid: u32) -> Option<(f64, f64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -155,7 +160,7 @@ async fn watch_latencies(
 }
 
 async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
-    let child = spawn_sandbox().await?;
+    let child = spawn_sandbox(&["--no-kubelet"]).await?;
     let pid = child.process.id().context("sandbox pid")?;
     let client = Client::try_from(kube::Config::new(child.url.parse()?))?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");

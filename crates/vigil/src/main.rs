@@ -2,6 +2,7 @@
 //! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
 
 mod bench;
+mod bench_endpoints;
 mod sandbox;
 
 use clap::{Parser, Subcommand};

@@ -19,7 +19,7 @@ pub struct SandboxArgs {
     #[arg(long, env = "VIGIL_SANDBOX_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Change events kept for watches to resume from; older resourceVersions get 410 Expired.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 10_000)]
     watch_window: usize,
     /// Do not run the simulated kubelet (pods then stay Pending, as on a cluster without nodes).
     #[arg(long)]

@@ -33,14 +33,27 @@ const SLICES: &str = "discovery.k8s.io/endpointslices";
 pub fn pass(store: &Store, events: Option<&[Event]>) {
     let writes = {
         let state = store.read();
+        let mut indexes: BTreeMap<String, SelectorIndex> = BTreeMap::new();
         let services = match events {
-            Some(events) => affected_services(&state, events),
+            Some(events) => affected_services(&state, events, &mut indexes),
             None => all_services(&state),
         };
-        services
-            .iter()
-            .flat_map(|(ns, name)| plan(&state, ns, name))
-            .collect::<Vec<_>>()
+        let mut writes = Vec::new();
+        let mut by_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (ns, name) in &services {
+            by_namespace.entry(ns).or_default().push(name);
+        }
+        for (ns, names) in by_namespace {
+            let index = indexes
+                .entry(ns.to_owned())
+                .or_insert_with(|| SelectorIndex::build(&state, ns));
+            let mut pods = index.pods_by_service(&state, ns, &names);
+            for name in names {
+                let selected = pods.remove(name).unwrap_or_default();
+                writes.extend(plan(&state, ns, name, &selected));
+            }
+        }
+        writes
     };
     if !writes.is_empty() {
         store.write(|state| writes.into_iter().for_each(|w| w.apply(state)));
@@ -56,8 +69,80 @@ fn all_services(state: &State) -> BTreeSet<ServiceKey> {
         .collect()
 }
 
+/// The Services of one namespace that have selectors, indexed by one of their selector's
+/// labels: a pod can only match Services indexed under one of its own labels, so matching a pod
+/// costs a few map lookups instead of a pass over every Service.
+struct SelectorIndex {
+    by_label: BTreeMap<Label, Vec<NamedSelector>>,
+}
+
+/// A label as (key, value).
+type Label = (String, String);
+/// A Service's name and selector.
+type NamedSelector = (String, Map<String, Value>);
+
+impl SelectorIndex {
+    fn build(state: &State, ns: &str) -> Self {
+        let mut by_label: BTreeMap<Label, Vec<NamedSelector>> = BTreeMap::new();
+        for svc in state.range(SERVICES, Some(ns), None) {
+            let Some(sel) = selector(&svc.value) else {
+                continue;
+            };
+            let Some((k, v)) = sel.iter().next() else {
+                continue;
+            };
+            let key = (k.clone(), v.as_str().unwrap_or_default().to_owned());
+            by_label
+                .entry(key)
+                .or_default()
+                .push((svc.name().to_owned(), sel.clone()));
+        }
+        Self { by_label }
+    }
+
+    /// Names of the Services whose selector matches a pod.
+    fn matching<'a>(&'a self, pod: &'a Value) -> impl Iterator<Item = &'a str> + 'a {
+        let labels = meta::labels(pod);
+        labels
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| {
+                self.by_label
+                    .get(&(k.clone(), v.as_str().unwrap_or_default().to_owned()))
+            })
+            .flatten()
+            .filter(move |(_, sel)| selects(sel, pod))
+            .map(|(name, _)| name.as_str())
+    }
+
+    /// The pods each of `wanted` selects, from one scan of the namespace's pods.
+    fn pods_by_service(
+        &self,
+        state: &State,
+        ns: &str,
+        wanted: &[&str],
+    ) -> BTreeMap<String, Vec<Arc<Stored>>> {
+        let mut out: BTreeMap<String, Vec<Arc<Stored>>> = wanted
+            .iter()
+            .map(|n| ((*n).to_owned(), Vec::new()))
+            .collect();
+        for pod in state.range(PODS, Some(ns), None) {
+            for name in self.matching(&pod.value) {
+                if let Some(list) = out.get_mut(name) {
+                    list.push(pod.clone());
+                }
+            }
+        }
+        out
+    }
+}
+
 /// Services whose endpoints may have changed because of these events.
-fn affected_services(state: &State, events: &[Event]) -> BTreeSet<ServiceKey> {
+fn affected_services(
+    state: &State,
+    events: &[Event],
+    indexes: &mut BTreeMap<String, SelectorIndex>,
+) -> BTreeSet<ServiceKey> {
     let mut out = BTreeSet::new();
     for e in events {
         let obj = &e.object;
@@ -75,18 +160,18 @@ fn affected_services(state: &State, events: &[Event]) -> BTreeSet<ServiceKey> {
                 }
             }
             PODS => {
-                let label_sets = [Some(&obj.value), e.previous.as_ref().map(|p| &p.value)];
-                for svc in state.range(SERVICES, Some(&ns), None) {
-                    let Some(selector) = selector(&svc.value) else {
-                        continue;
-                    };
-                    if label_sets
-                        .iter()
-                        .flatten()
-                        .any(|pod| selects(selector, pod))
-                    {
-                        out.insert((ns.clone(), svc.name().to_owned()));
-                    }
+                let index = indexes
+                    .entry(ns.clone())
+                    .or_insert_with(|| SelectorIndex::build(state, &ns));
+                for pod in [Some(&obj.value), e.previous.as_ref().map(|p| &p.value)]
+                    .into_iter()
+                    .flatten()
+                {
+                    out.extend(
+                        index
+                            .matching(pod)
+                            .map(|name| (ns.clone(), name.to_owned())),
+                    );
                 }
             }
             _ => {}
@@ -420,20 +505,12 @@ impl Write {
 }
 
 /// What to write so that one Service's Endpoints and EndpointSlices match its pods.
-fn plan(state: &State, ns: &str, name: &str) -> Vec<Write> {
+fn plan(state: &State, ns: &str, name: &str, selected: &[Arc<Stored>]) -> Vec<Write> {
     let service = state.get(SERVICES, ns, name);
-    let pods: Vec<Arc<Stored>> = match &service {
-        Some(svc) if selector(&svc.value).is_some() => {
-            let sel = selector(&svc.value).cloned().unwrap_or_default();
-            state
-                .range(PODS, Some(ns), None)
-                .filter(|p| selects(&sel, &p.value))
-                .cloned()
-                .collect()
-        }
+    let pod_values: Vec<&Value> = match &service {
+        Some(svc) if selector(&svc.value).is_some() => selected.iter().map(|p| &p.value).collect(),
         _ => Vec::new(),
     };
-    let pod_values: Vec<&Value> = pods.iter().map(|p| &p.value).collect();
     let mut writes = plan_endpoints(state, ns, name, service.as_deref(), &pod_values);
     writes.extend(plan_slices(
         state,

@@ -25,37 +25,78 @@ pub fn pass(store: &Store, loops: Loops, events: Option<&[Event]>) {
 /// What the events since the last pass call for.
 #[derive(Debug, Default)]
 pub struct Triggers {
-    /// Something happened that the garbage collector must look at.
-    gc: bool,
+    /// `None`: the log no longer reaches back, so the garbage collector looks at everything.
+    gc: Option<GcTriggers>,
     /// Namespaces created since the last pass.
     new_namespaces: Vec<String>,
 }
 
+/// What the garbage collector must look at, from the events since its last pass. Looking only
+/// here keeps a busy store with ownerReferences (EndpointSlices, ReplicaSets…) from being
+/// rescanned on every write.
+#[derive(Debug, Default)]
+struct GcTriggers {
+    /// Objects whose ownerReferences are new or changed: are their owners there?
+    new_refs: Vec<(Arc<str>, Arc<Stored>)>,
+    /// Uids of deleted objects: their dependents may now be orphans.
+    deleted_uids: HashSet<String>,
+    /// Owner references of deleted objects: a foreground owner may now be free to go.
+    deleted_dependents_owners: Vec<(String, Value)>,
+    /// Objects being deleted with the foreground or orphan finalizer.
+    propagating: Vec<(Arc<str>, Arc<Stored>)>,
+}
+
+fn has_gc_finalizer(obj: &Value) -> bool {
+    meta::finalizers(obj)
+        .iter()
+        .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
+}
+
 impl Triggers {
-    /// `None` means the log no longer reaches back: assume everything.
     fn from_events(events: Option<&[Event]>) -> Self {
         let Some(events) = events else {
             return Self {
-                gc: true,
+                gc: None,
                 new_namespaces: Vec::new(),
             };
         };
-        let gc = events.iter().any(|e| {
-            e.kind == EventType::Deleted
-                || e.object
-                    .value
-                    .pointer("/metadata/ownerReferences")
-                    .is_some()
-                || meta::finalizers(&e.object.value)
-                    .iter()
-                    .any(|f| f == FOREGROUND_FINALIZER || f == ORPHAN_FINALIZER)
-        });
+        let mut gc = GcTriggers::default();
+        for e in events {
+            let obj = &e.object.value;
+            let refs = obj.pointer("/metadata/ownerReferences");
+            match e.kind {
+                EventType::Deleted => {
+                    gc.deleted_uids
+                        .insert(meta::meta_str(obj, "uid").to_owned());
+                    for r in refs.and_then(Value::as_array).into_iter().flatten() {
+                        gc.deleted_dependents_owners
+                            .push((e.object.namespace().to_owned(), r.clone()));
+                    }
+                }
+                EventType::Added | EventType::Modified => {
+                    let before = e
+                        .previous
+                        .as_ref()
+                        .and_then(|p| p.value.pointer("/metadata/ownerReferences"));
+                    if refs.is_some() && refs != before {
+                        gc.new_refs.push((e.storage_key.clone(), e.object.clone()));
+                    }
+                    if meta::is_deleting(obj) && has_gc_finalizer(obj) {
+                        gc.propagating
+                            .push((e.storage_key.clone(), e.object.clone()));
+                    }
+                }
+            }
+        }
         let new_namespaces = events
             .iter()
             .filter(|e| e.kind == EventType::Added && &*e.storage_key == "/namespaces")
             .map(|e| e.object.name().to_owned())
             .collect();
-        Self { gc, new_namespaces }
+        Self {
+            gc: Some(gc),
+            new_namespaces,
+        }
     }
 }
 
@@ -122,8 +163,11 @@ fn find_work(state: &State, loops: Loops, triggers: &Triggers) -> Work {
         .filter(|c| meta::is_deleting(&c.value))
         .cloned()
         .collect();
-    if loops.garbage_collector && triggers.gc {
-        find_gc_work(state, &mut work);
+    if loops.garbage_collector {
+        match &triggers.gc {
+            None => find_all_gc_work(state, &mut work),
+            Some(gc) => find_gc_work(state, gc, &mut work),
+        }
     }
     work
 }
@@ -138,7 +182,112 @@ fn owner_uids(obj: &Value) -> Vec<String> {
         .collect()
 }
 
-fn find_gc_work(state: &State, work: &mut Work) {
+/// Resolves an ownerReference to the live owner's uid: `Some(true)` present, `Some(false)` gone,
+/// `None` when its kind is not served (then nothing is decided, as the real collector does).
+fn owner_present(state: &State, dependent_ns: &str, owner: &Value) -> Option<bool> {
+    let api_version = owner.get("apiVersion").and_then(Value::as_str)?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let kind = owner.get("kind").and_then(Value::as_str)?;
+    let info = state.registry.by_kind(group, version, kind)?;
+    let ns = if info.namespaced { dependent_ns } else { "" };
+    let name = owner.get("name").and_then(Value::as_str)?;
+    let uid = owner.get("uid").and_then(Value::as_str)?;
+    Some(
+        state
+            .get(&info.storage_key, ns, name)
+            .is_some_and(|o| meta::meta_str(&o.value, "uid") == uid),
+    )
+}
+
+/// Sorts a dependent into orphaned (every owner gone) or dangling (some gone).
+fn classify(state: &State, key: &Arc<str>, obj: &Arc<Stored>, work: &mut Work) {
+    let refs: Vec<&Value> = obj
+        .value
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .collect();
+    if refs.is_empty() {
+        return;
+    }
+    let gone: HashSet<String> = refs
+        .iter()
+        .filter(|r| owner_present(state, obj.namespace(), r) == Some(false))
+        .filter_map(|r| r.get("uid").and_then(Value::as_str).map(str::to_owned))
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    if gone.len() == refs.len() {
+        if !meta::is_deleting(&obj.value) {
+            work.orphaned.push((key.clone(), obj.clone()));
+        }
+    } else {
+        work.dangling.push((key.clone(), obj.clone(), gone));
+    }
+}
+
+/// The garbage collector's work as the recent events call for it.
+fn find_gc_work(state: &State, gc: &GcTriggers, work: &mut Work) {
+    let live = |key: &Arc<str>, obj: &Stored| state.get(key, obj.namespace(), obj.name());
+    for (key, obj) in &gc.new_refs {
+        if let Some(current) = live(key, obj) {
+            classify(state, key, &current, work);
+        }
+    }
+    if !gc.deleted_uids.is_empty() {
+        for key in state.storage_keys() {
+            for obj in state.range(&key, None, None) {
+                if owner_uids(&obj.value)
+                    .iter()
+                    .any(|u| gc.deleted_uids.contains(u))
+                {
+                    classify(state, &key, obj, work);
+                }
+            }
+        }
+    }
+    for (key, obj) in &gc.propagating {
+        if let Some(current) =
+            live(key, obj).filter(|o| meta::is_deleting(&o.value) && has_gc_finalizer(&o.value))
+        {
+            work.propagating.push((key.clone(), current));
+        }
+    }
+    // A dependent went away: its foreground owners may now be released.
+    for (ns, owner) in &gc.deleted_dependents_owners {
+        let Some((key, current)) = resolve_owner(state, ns, owner) else {
+            continue;
+        };
+        if meta::is_deleting(&current.value) && has_gc_finalizer(&current.value) {
+            work.propagating.push((key, current));
+        }
+    }
+}
+
+fn resolve_owner(
+    state: &State,
+    dependent_ns: &str,
+    owner: &Value,
+) -> Option<(Arc<str>, Arc<Stored>)> {
+    let api_version = owner.get("apiVersion").and_then(Value::as_str)?;
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let info =
+        state
+            .registry
+            .by_kind(group, version, owner.get("kind").and_then(Value::as_str)?)?;
+    let ns = if info.namespaced { dependent_ns } else { "" };
+    let obj = state.get(
+        &info.storage_key,
+        ns,
+        owner.get("name").and_then(Value::as_str)?,
+    )?;
+    Some((info.storage_key.clone(), obj))
+}
+
+/// Every object checked: after the event log was compacted past this loop's cursor.
+fn find_all_gc_work(state: &State, work: &mut Work) {
     // uid → namespace of every live object, to tell which owners exist.
     let mut alive: HashMap<String, String> = HashMap::new();
     let mut with_owners = Vec::new();
