@@ -323,3 +323,103 @@ async fn service_pods_owner_and_namespace_scenario() {
     .expect("namespace removed");
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn built_in_loops_can_be_switched_off() {
+    let options = TestEnvOptions {
+        sandbox: vigil_sandbox::SandboxConfig {
+            loops: vigil_sandbox::Loops {
+                endpoints: false,
+                ..vigil_sandbox::Loops::default()
+            },
+            ..Default::default()
+        },
+        ..TestEnvOptions::with_kubelet()
+    };
+    let env = TestEnv::start_with(options).await.expect("env");
+    vigil_testenv::require_sandbox!(env);
+    env.service_with_ready_pods("quiet", 1)
+        .await
+        .expect("service with a ready pod");
+    // With the endpoints loop off, the test drives Endpoints by hand: none appear on their own.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        env.api::<Endpoints>()
+            .get_opt("quiet")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn cluster_scoped_owner_collects_namespaced_dependents() {
+    let env = TestEnv::start().await.expect("env");
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(env.client());
+    let role_name = format!("{}-owner", env.namespace());
+    let role = roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": role_name}})).expect("role"),
+        )
+        .await
+        .expect("cluster-scoped owner");
+    let dependent: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "dep", "ownerReferences": [{
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": role_name,
+            "uid": role.metadata.uid.clone().expect("uid")
+        }]}}))
+        .expect("cm");
+    env.api::<ConfigMap>()
+        .create(&PostParams::default(), &dependent)
+        .await
+        .expect("dependent");
+    roles
+        .delete(&role_name, &DeleteParams::background())
+        .await
+        .expect("delete owner");
+    wait_for(
+        "the namespaced dependent to be collected",
+        SETTLE_TIMEOUT,
+        || async {
+            match env
+                .api::<ConfigMap>()
+                .get_opt("dep")
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                None => Ok(Some(())),
+                Some(_) => Err("still there".into()),
+            }
+        },
+    )
+    .await
+    .expect("collected");
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn kubelet_ready_delay_holds_pods_not_ready_first() {
+    let options = TestEnvOptions {
+        kubelet: Some(vigil_testenv::KubeletConfig {
+            ready_delay: Duration::from_millis(600),
+            ..Default::default()
+        }),
+        ..TestEnvOptions::default()
+    };
+    let env = TestEnv::start_with(options).await.expect("env");
+    env.create_pod("slow", "slow").await.expect("pod");
+    let running = env
+        .wait_pod("slow", false)
+        .await
+        .expect("running, not ready yet");
+    assert!(
+        running.status.and_then(|s| s.pod_ip).is_some(),
+        "a running pod has its IP before it is ready"
+    );
+    env.wait_pod("slow", true)
+        .await
+        .expect("ready after the delay");
+    env.cleanup().await;
+}

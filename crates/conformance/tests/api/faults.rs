@@ -141,3 +141,35 @@ async fn admin_endpoint_injects_and_clears_faults() {
     api.list(&Default::default()).await.expect("faults cleared");
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn admin_restart_keeps_state() {
+    let env = TestEnv::start().await.expect("env");
+    require_sandbox!(env);
+    let api = env.api::<ConfigMap>();
+    api.create(&PostParams::default(), &config_map("kept"))
+        .await
+        .expect("create");
+    let req = http::Request::post("/vigil-sandbox/v1/restart?downMillis=200")
+        .body(Vec::new())
+        .expect("request");
+    env.client()
+        .request_text(req)
+        .await
+        .expect("restart accepted");
+    // Down, then up again on the same address, with the object still there.
+    let back = vigil_testenv::wait_for(
+        "the sandbox to serve again",
+        Duration::from_secs(10),
+        || async {
+            match api.get_opt("kept").await {
+                Ok(found) => Ok(Some(found)),
+                Err(e) => Err(e.to_string()),
+            }
+        },
+    )
+    .await
+    .expect("serving again");
+    assert!(back.is_some(), "state survives an admin restart");
+    env.cleanup().await;
+}
