@@ -7,14 +7,14 @@
 //! pass compares them with what is stored and writes only differences, so a settled cluster sees
 //! no writes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use crate::meta;
 use crate::ops::{self, DeleteOptions, Target, WriteOptions};
-use crate::store::{Event, State, Store, Stored};
+use crate::store::{Event, EventType, State, Store, Stored};
 
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -29,61 +29,170 @@ const SERVICES: &str = "/services";
 const ENDPOINTS: &str = "/endpoints";
 const SLICES: &str = "discovery.k8s.io/endpointslices";
 
-/// One pass: recompute the Services touched by `events` (all of them when `None`).
-pub fn pass(store: &Store, events: Option<&[Event]>) {
-    let writes = {
-        let state = store.read();
-        let mut indexes: BTreeMap<String, SelectorIndex> = BTreeMap::new();
-        let services = match events {
-            Some(events) => affected_services(&state, events, &mut indexes),
-            None => all_services(&state),
+/// The controller's memory between passes, as the real controller keeps its informer-fed
+/// selection: which pods each Service selects, and per namespace an index of Service selectors.
+/// Both are updated from events, so a pass costs in proportion to what changed, not to the
+/// number of pods.
+#[derive(Default)]
+pub struct EndpointsController {
+    indexes: HashMap<String, SelectorIndex>,
+    selected: HashMap<ServiceKey, BTreeSet<String>>,
+}
+
+impl EndpointsController {
+    /// One pass: recompute the Services touched by `events` (all of them when `None`).
+    pub fn pass(&mut self, store: &Store, events: Option<&[Event]>) {
+        let writes = {
+            let state = store.read();
+            let affected = match events {
+                Some(events) => self.absorb(&state, events),
+                None => self.rebuild(&state),
+            };
+            let mut writes = Vec::new();
+            for (ns, name) in &affected {
+                let pods: Vec<Arc<Stored>> = self
+                    .selected
+                    .get(&(ns.clone(), name.clone()))
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|pod| state.get(PODS, ns, pod))
+                    .collect();
+                writes.extend(plan(&state, ns, name, &pods));
+            }
+            writes
         };
-        let mut writes = Vec::new();
-        let mut by_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (ns, name) in &services {
-            by_namespace.entry(ns).or_default().push(name);
+        if !writes.is_empty() {
+            store.write(|state| writes.into_iter().for_each(|w| w.apply(state)));
         }
-        for (ns, names) in by_namespace {
-            let index = indexes
-                .entry(ns.to_owned())
-                .or_insert_with(|| SelectorIndex::build(&state, ns));
-            let mut pods = index.pods_by_service(&state, ns, &names);
-            for name in names {
-                let selected = pods.remove(name).unwrap_or_default();
-                writes.extend(plan(&state, ns, name, &selected));
+    }
+
+    /// Forgets everything and recomputes every Service's selection (start, or the log was lost).
+    fn rebuild(&mut self, state: &State) -> BTreeSet<ServiceKey> {
+        self.indexes.clear();
+        self.selected.clear();
+        let namespaces: BTreeSet<String> = state
+            .range(SERVICES, None, None)
+            .map(|s| s.namespace().to_owned())
+            .collect();
+        for ns in &namespaces {
+            self.reselect_namespace(state, ns);
+        }
+        state
+            .range(SERVICES, None, None)
+            .map(|s| (s.namespace().to_owned(), s.name().to_owned()))
+            .collect()
+    }
+
+    /// Rebuilds a namespace's selector index and every selection in it from one scan of its pods.
+    fn reselect_namespace(&mut self, state: &State, ns: &str) {
+        let index = SelectorIndex::build(state, ns);
+        self.selected.retain(|(n, _), _| n != ns);
+        for svc in index.services() {
+            self.selected
+                .insert((ns.to_owned(), svc.to_owned()), BTreeSet::new());
+        }
+        for pod in state.range(PODS, Some(ns), None) {
+            for svc in index.matching(&pod.value) {
+                if let Some(set) = self.selected.get_mut(&(ns.to_owned(), svc.to_owned())) {
+                    set.insert(pod.name().to_owned());
+                }
             }
         }
-        writes
-    };
-    if !writes.is_empty() {
-        store.write(|state| writes.into_iter().for_each(|w| w.apply(state)));
+        self.indexes.insert(ns.to_owned(), index);
+    }
+
+    /// Folds a batch of events into the selection; returns the Services to recompute.
+    fn absorb(&mut self, state: &State, events: &[Event]) -> BTreeSet<ServiceKey> {
+        let mut affected = BTreeSet::new();
+        // Services changed: their namespace's selections are rebuilt once for the whole batch.
+        let changed_namespaces: BTreeSet<&str> = events
+            .iter()
+            .filter(|e| &*e.storage_key == SERVICES)
+            .map(|e| e.object.namespace())
+            .collect();
+        for ns in &changed_namespaces {
+            self.reselect_namespace(state, ns);
+        }
+        for e in events {
+            let obj = &e.object;
+            let ns = obj.namespace();
+            match &*e.storage_key {
+                SERVICES | ENDPOINTS => {
+                    affected.insert((ns.to_owned(), obj.name().to_owned()));
+                }
+                SLICES => {
+                    if let Some(svc) = meta::labels(&obj.value)
+                        .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                        .and_then(Value::as_str)
+                    {
+                        affected.insert((ns.to_owned(), svc.to_owned()));
+                    }
+                }
+                PODS if !changed_namespaces.contains(ns) => {
+                    if !self.indexes.contains_key(ns) {
+                        self.reselect_namespace(state, ns);
+                    }
+                    let Some(index) = self.indexes.get(ns) else {
+                        continue;
+                    };
+                    let now: BTreeSet<&str> = if e.kind == EventType::Deleted {
+                        BTreeSet::new()
+                    } else {
+                        index.matching(&obj.value).collect()
+                    };
+                    let before: BTreeSet<&str> = e
+                        .previous
+                        .as_ref()
+                        .map(|p| index.matching(&p.value).collect())
+                        .unwrap_or_default();
+                    for svc in now.union(&before) {
+                        let key = (ns.to_owned(), (*svc).to_owned());
+                        if let Some(set) = self.selected.get_mut(&key) {
+                            if now.contains(svc) {
+                                set.insert(obj.name().to_owned());
+                            } else {
+                                set.remove(obj.name());
+                            }
+                        }
+                        affected.insert(key);
+                    }
+                }
+                PODS => {
+                    // The namespace was just reselected from the live pods; only the Services
+                    // this pod touches need recomputing.
+                    if let Some(index) = self.indexes.get(ns) {
+                        let touched = [Some(&obj.value), e.previous.as_ref().map(|p| &p.value)];
+                        for pod in touched.into_iter().flatten() {
+                            affected.extend(
+                                index
+                                    .matching(pod)
+                                    .map(|svc| (ns.to_owned(), svc.to_owned())),
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        affected
     }
 }
 
 type ServiceKey = (String, String);
 
-fn all_services(state: &State) -> BTreeSet<ServiceKey> {
-    state
-        .range(SERVICES, None, None)
-        .map(|s| (s.namespace().to_owned(), s.name().to_owned()))
-        .collect()
-}
-
 /// The Services of one namespace that have selectors, indexed by one of their selector's
-/// labels: a pod can only match Services indexed under one of its own labels, so matching a pod
-/// costs a few map lookups instead of a pass over every Service.
+/// labels (key, then value): a pod can only match Services indexed under one of its own labels,
+/// so matching a pod costs a few map lookups instead of a pass over every Service.
 struct SelectorIndex {
-    by_label: BTreeMap<Label, Vec<NamedSelector>>,
+    by_label: HashMap<String, HashMap<String, Vec<NamedSelector>>>,
 }
 
-/// A label as (key, value).
-type Label = (String, String);
 /// A Service's name and selector.
 type NamedSelector = (String, Map<String, Value>);
 
 impl SelectorIndex {
     fn build(state: &State, ns: &str) -> Self {
-        let mut by_label: BTreeMap<Label, Vec<NamedSelector>> = BTreeMap::new();
+        let mut by_label: HashMap<String, HashMap<String, Vec<NamedSelector>>> = HashMap::new();
         for svc in state.range(SERVICES, Some(ns), None) {
             let Some(sel) = selector(&svc.value) else {
                 continue;
@@ -91,93 +200,36 @@ impl SelectorIndex {
             let Some((k, v)) = sel.iter().next() else {
                 continue;
             };
-            let key = (k.clone(), v.as_str().unwrap_or_default().to_owned());
+            let value = v.as_str().unwrap_or_default().to_owned();
             by_label
-                .entry(key)
+                .entry(k.clone())
+                .or_default()
+                .entry(value)
                 .or_default()
                 .push((svc.name().to_owned(), sel.clone()));
         }
         Self { by_label }
     }
 
+    /// Every indexed Service.
+    fn services(&self) -> impl Iterator<Item = &str> {
+        self.by_label
+            .values()
+            .flat_map(|by_value| by_value.values())
+            .flatten()
+            .map(|(name, _)| name.as_str())
+    }
+
     /// Names of the Services whose selector matches a pod.
     fn matching<'a>(&'a self, pod: &'a Value) -> impl Iterator<Item = &'a str> + 'a {
-        let labels = meta::labels(pod);
-        labels
+        meta::labels(pod)
             .into_iter()
             .flatten()
-            .filter_map(|(k, v)| {
-                self.by_label
-                    .get(&(k.clone(), v.as_str().unwrap_or_default().to_owned()))
-            })
+            .filter_map(|(k, v)| self.by_label.get(k)?.get(v.as_str()?))
             .flatten()
             .filter(move |(_, sel)| selects(sel, pod))
             .map(|(name, _)| name.as_str())
     }
-
-    /// The pods each of `wanted` selects, from one scan of the namespace's pods.
-    fn pods_by_service(
-        &self,
-        state: &State,
-        ns: &str,
-        wanted: &[&str],
-    ) -> BTreeMap<String, Vec<Arc<Stored>>> {
-        let mut out: BTreeMap<String, Vec<Arc<Stored>>> = wanted
-            .iter()
-            .map(|n| ((*n).to_owned(), Vec::new()))
-            .collect();
-        for pod in state.range(PODS, Some(ns), None) {
-            for name in self.matching(&pod.value) {
-                if let Some(list) = out.get_mut(name) {
-                    list.push(pod.clone());
-                }
-            }
-        }
-        out
-    }
-}
-
-/// Services whose endpoints may have changed because of these events.
-fn affected_services(
-    state: &State,
-    events: &[Event],
-    indexes: &mut BTreeMap<String, SelectorIndex>,
-) -> BTreeSet<ServiceKey> {
-    let mut out = BTreeSet::new();
-    for e in events {
-        let obj = &e.object;
-        let ns = obj.namespace().to_owned();
-        match &*e.storage_key {
-            SERVICES | ENDPOINTS => {
-                out.insert((ns, obj.name().to_owned()));
-            }
-            SLICES => {
-                if let Some(svc) = meta::labels(&obj.value)
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .and_then(Value::as_str)
-                {
-                    out.insert((ns, svc.to_owned()));
-                }
-            }
-            PODS => {
-                let index = indexes
-                    .entry(ns.clone())
-                    .or_insert_with(|| SelectorIndex::build(state, &ns));
-                for pod in [Some(&obj.value), e.previous.as_ref().map(|p| &p.value)]
-                    .into_iter()
-                    .flatten()
-                {
-                    out.extend(
-                        index
-                            .matching(pod)
-                            .map(|name| (ns.clone(), name.to_owned())),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-    out
 }
 
 /// A Service's selector, when it has a non-empty one.
@@ -578,8 +630,12 @@ fn plan_slices(
     service: Option<&Stored>,
     pods: &[&Value],
 ) -> Vec<Write> {
+    // The controller names its slices `{service}-{suffix}`, so only that stretch of the sorted
+    // store needs reading, not every slice in the namespace.
+    let prefix = format!("{name}-");
     let current: Vec<Arc<Stored>> = state
-        .range(SLICES, Some(ns), None)
+        .range(SLICES, Some(ns), Some(&(ns.to_owned(), prefix.clone())))
+        .take_while(|s| s.name().starts_with(&prefix))
         .filter(|s| {
             let labels = meta::labels(&s.value);
             let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);

@@ -49,10 +49,11 @@ pub fn spawn(
         move |s, events| lifecycle::pass(s, loops, events),
     ))];
     if loops.endpoints {
+        let mut controller = endpoints::EndpointsController::default();
         tasks.push(tokio::spawn(drive(
             store.clone(),
             shutdown.clone(),
-            endpoints::pass,
+            move |s, events| controller.pass(s, events),
         )));
     }
     tasks
