@@ -1,0 +1,157 @@
+//! Per-key retry timing: exponential backoff with jitter that resets on success, and quarantine.
+//!
+//! The shape is client-go's item rate limiter (5 ms doubling up to 1000 s), plus jitter so keys
+//! that failed together do not retry together, plus a quarantine: after `quarantine_after`
+//! consecutive failures a key is retried only every `quarantine_interval`, and the caller is told
+//! once (to set a Degraded condition and emit a Warning Event). A failing key never hot-loops.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// How retries are timed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackoffPolicy {
+    /// Delay after the first failure.
+    pub base: Duration,
+    /// Longest delay outside quarantine.
+    pub max: Duration,
+    /// Extra random delay, as a fraction of the delay (0.1 = up to +10 %).
+    pub jitter: f64,
+    /// Consecutive failures after which a key is quarantined.
+    pub quarantine_after: u32,
+    /// Retry interval of a quarantined key.
+    pub quarantine_interval: Duration,
+}
+
+impl Default for BackoffPolicy {
+    fn default() -> Self {
+        Self {
+            base: Duration::from_millis(5),
+            max: Duration::from_secs(1000),
+            jitter: 0.1,
+            quarantine_after: 10,
+            quarantine_interval: Duration::from_secs(300),
+        }
+    }
+}
+
+/// When to retry a key after a failure.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Retry {
+    /// Consecutive failures so far, this one included.
+    pub attempt: u32,
+    pub delay: Duration,
+    /// The key is quarantined (retried only every `quarantine_interval`).
+    pub quarantined: bool,
+    /// This failure put it in quarantine: report it (condition, Warning Event) now, once.
+    pub newly_quarantined: bool,
+}
+
+impl BackoffPolicy {
+    /// The delay after `attempt` consecutive failures; `unit` in [0, 1) draws the jitter.
+    pub fn delay(&self, attempt: u32, unit: f64) -> Retry {
+        let attempt = attempt.max(1);
+        let quarantined = attempt >= self.quarantine_after;
+        let base = if quarantined {
+            self.quarantine_interval
+        } else {
+            // 2^(attempt-1) without overflow: past 2^31 the cap applies anyway.
+            let factor = 1u64.checked_shl(attempt.saturating_sub(1).min(31)).unwrap_or(u64::MAX);
+            let millis = (self.base.as_millis() as u64).saturating_mul(factor);
+            Duration::from_millis(millis).min(self.max)
+        };
+        let jitter = base.mul_f64(self.jitter.max(0.0) * unit.clamp(0.0, 1.0));
+        Retry { attempt, delay: base + jitter, quarantined, newly_quarantined: attempt == self.quarantine_after }
+    }
+}
+
+/// Failure counts per key (an object reference, typically).
+#[derive(Debug)]
+pub struct Backoffs<K> {
+    policy: BackoffPolicy,
+    failures: Mutex<HashMap<K, u32>>,
+}
+
+impl<K: Hash + Eq + Clone> Backoffs<K> {
+    pub fn new(policy: BackoffPolicy) -> Self {
+        Self { policy, failures: Mutex::new(HashMap::new()) }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<K, u32>> {
+        // The map holds plain counters: a panic elsewhere cannot leave it inconsistent.
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a failure of `key` and says when to retry it.
+    pub fn failure(&self, key: &K) -> Retry {
+        let attempt = {
+            let mut counts = self.counts();
+            let n = counts.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            *n
+        };
+        self.policy.delay(attempt, rand::random::<f64>())
+    }
+
+    /// Records a success: the key's next failure starts from the base delay again. Returns whether
+    /// it was quarantined (so the caller can clear its Degraded condition).
+    pub fn success(&self, key: &K) -> bool {
+        self.counts().remove(key).is_some_and(|n| n >= self.policy.quarantine_after)
+    }
+
+    /// Consecutive failures of `key`.
+    pub fn failures(&self, key: &K) -> u32 {
+        self.counts().get(key).copied().unwrap_or(0)
+    }
+
+    /// Number of keys in quarantine now.
+    pub fn quarantined(&self) -> usize {
+        self.counts().values().filter(|n| **n >= self.policy.quarantine_after).count()
+    }
+
+    /// Drops a key that no longer exists.
+    pub fn forget(&self, key: &K) {
+        self.counts().remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_from_five_ms_and_caps() {
+        let p = BackoffPolicy { jitter: 0.0, quarantine_after: u32::MAX, ..BackoffPolicy::default() };
+        let delays: Vec<u128> = (1..=5).map(|a| p.delay(a, 0.0).delay.as_millis()).collect();
+        assert_eq!(delays, vec![5, 10, 20, 40, 80]);
+        assert_eq!(p.delay(30, 0.0).delay, Duration::from_secs(1000));
+        assert_eq!(p.delay(u32::MAX - 1, 0.0).delay, Duration::from_secs(1000), "no overflow");
+    }
+
+    #[test]
+    fn jitter_only_adds_up_to_its_fraction() {
+        let p = BackoffPolicy { jitter: 0.5, ..BackoffPolicy::default() };
+        assert_eq!(p.delay(3, 0.0).delay, Duration::from_millis(20));
+        assert_eq!(p.delay(3, 0.999_999).delay.as_millis(), 29);
+    }
+
+    #[test]
+    fn quarantine_after_n_failures_is_reported_once_and_success_resets() {
+        let policy = BackoffPolicy { quarantine_after: 3, quarantine_interval: Duration::from_secs(60), ..BackoffPolicy::default() };
+        let backoffs = Backoffs::new(policy);
+        let key = "ns/name".to_owned();
+        assert!(!backoffs.failure(&key).quarantined);
+        assert!(!backoffs.failure(&key).quarantined);
+        let third = backoffs.failure(&key);
+        assert!(third.quarantined && third.newly_quarantined);
+        assert!(third.delay >= Duration::from_secs(60));
+        let fourth = backoffs.failure(&key);
+        assert!(fourth.quarantined && !fourth.newly_quarantined, "reported once");
+        assert_eq!(backoffs.quarantined(), 1);
+        assert!(backoffs.success(&key), "it was quarantined");
+        assert_eq!(backoffs.failures(&key), 0);
+        assert_eq!(backoffs.failure(&key).attempt, 1, "backoff starts over after a success");
+    }
+}
