@@ -58,12 +58,19 @@ impl BackoffPolicy {
             self.quarantine_interval
         } else {
             // 2^(attempt-1) without overflow: past 2^31 the cap applies anyway.
-            let factor = 1u64.checked_shl(attempt.saturating_sub(1).min(31)).unwrap_or(u64::MAX);
+            let factor = 1u64
+                .checked_shl(attempt.saturating_sub(1).min(31))
+                .unwrap_or(u64::MAX);
             let millis = (self.base.as_millis() as u64).saturating_mul(factor);
             Duration::from_millis(millis).min(self.max)
         };
         let jitter = base.mul_f64(self.jitter.max(0.0) * unit.clamp(0.0, 1.0));
-        Retry { attempt, delay: base + jitter, quarantined, newly_quarantined: attempt == self.quarantine_after }
+        Retry {
+            attempt,
+            delay: base + jitter,
+            quarantined,
+            newly_quarantined: attempt == self.quarantine_after,
+        }
     }
 }
 
@@ -76,7 +83,10 @@ pub struct Backoffs<K> {
 
 impl<K: Hash + Eq + Clone> Backoffs<K> {
     pub fn new(policy: BackoffPolicy) -> Self {
-        Self { policy, failures: Mutex::new(HashMap::new()) }
+        Self {
+            policy,
+            failures: Mutex::new(HashMap::new()),
+        }
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<K, u32>> {
@@ -98,7 +108,9 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
     /// Records a success: the key's next failure starts from the base delay again. Returns whether
     /// it was quarantined (so the caller can clear its Degraded condition).
     pub fn success(&self, key: &K) -> bool {
-        self.counts().remove(key).is_some_and(|n| n >= self.policy.quarantine_after)
+        self.counts()
+            .remove(key)
+            .is_some_and(|n| n >= self.policy.quarantine_after)
     }
 
     /// Consecutive failures of `key`.
@@ -108,7 +120,10 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
 
     /// Number of keys in quarantine now.
     pub fn quarantined(&self) -> usize {
-        self.counts().values().filter(|n| **n >= self.policy.quarantine_after).count()
+        self.counts()
+            .values()
+            .filter(|n| **n >= self.policy.quarantine_after)
+            .count()
     }
 
     /// Drops a key that no longer exists.
@@ -123,23 +138,38 @@ mod tests {
 
     #[test]
     fn doubles_from_five_ms_and_caps() {
-        let p = BackoffPolicy { jitter: 0.0, quarantine_after: u32::MAX, ..BackoffPolicy::default() };
+        let p = BackoffPolicy {
+            jitter: 0.0,
+            quarantine_after: u32::MAX,
+            ..BackoffPolicy::default()
+        };
         let delays: Vec<u128> = (1..=5).map(|a| p.delay(a, 0.0).delay.as_millis()).collect();
         assert_eq!(delays, vec![5, 10, 20, 40, 80]);
         assert_eq!(p.delay(30, 0.0).delay, Duration::from_secs(1000));
-        assert_eq!(p.delay(u32::MAX - 1, 0.0).delay, Duration::from_secs(1000), "no overflow");
+        assert_eq!(
+            p.delay(u32::MAX - 1, 0.0).delay,
+            Duration::from_secs(1000),
+            "no overflow"
+        );
     }
 
     #[test]
     fn jitter_only_adds_up_to_its_fraction() {
-        let p = BackoffPolicy { jitter: 0.5, ..BackoffPolicy::default() };
+        let p = BackoffPolicy {
+            jitter: 0.5,
+            ..BackoffPolicy::default()
+        };
         assert_eq!(p.delay(3, 0.0).delay, Duration::from_millis(20));
         assert_eq!(p.delay(3, 0.999_999).delay.as_millis(), 29);
     }
 
     #[test]
     fn quarantine_after_n_failures_is_reported_once_and_success_resets() {
-        let policy = BackoffPolicy { quarantine_after: 3, quarantine_interval: Duration::from_secs(60), ..BackoffPolicy::default() };
+        let policy = BackoffPolicy {
+            quarantine_after: 3,
+            quarantine_interval: Duration::from_secs(60),
+            ..BackoffPolicy::default()
+        };
         let backoffs = Backoffs::new(policy);
         let key = "ns/name".to_owned();
         assert!(!backoffs.failure(&key).quarantined);
@@ -148,10 +178,17 @@ mod tests {
         assert!(third.quarantined && third.newly_quarantined);
         assert!(third.delay >= Duration::from_secs(60));
         let fourth = backoffs.failure(&key);
-        assert!(fourth.quarantined && !fourth.newly_quarantined, "reported once");
+        assert!(
+            fourth.quarantined && !fourth.newly_quarantined,
+            "reported once"
+        );
         assert_eq!(backoffs.quarantined(), 1);
         assert!(backoffs.success(&key), "it was quarantined");
         assert_eq!(backoffs.failures(&key), 0);
-        assert_eq!(backoffs.failure(&key).attempt, 1, "backoff starts over after a success");
+        assert_eq!(
+            backoffs.failure(&key).attempt,
+            1,
+            "backoff starts over after a success"
+        );
     }
 }

@@ -79,7 +79,8 @@ pub fn is_true(conditions: &[Condition], type_: &str) -> bool {
 /// which the API server enforces for `metav1.Condition`.
 pub fn is_valid_reason(reason: &str) -> bool {
     let mut chars = reason.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic()) && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ',' || c == ':')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ',' || c == ':')
 }
 
 #[cfg(test)]
@@ -91,17 +92,33 @@ mod tests {
     }
 
     fn ready(status: Status, reason: &str) -> NewCondition<'_> {
-        NewCondition { type_: "Ready", status, reason, message: "m", observed_generation: Some(1) }
+        NewCondition {
+            type_: "Ready",
+            status,
+            reason,
+            message: "m",
+            observed_generation: Some(1),
+        }
     }
 
     #[test]
     fn transition_time_moves_only_when_status_changes() {
         let mut list = Vec::new();
         assert!(set(&mut list, &ready(Status::True, "Healthy"), &at(100)));
-        assert!(!set(&mut list, &ready(Status::True, "Healthy"), &at(200)), "no change, no write");
+        assert!(
+            !set(&mut list, &ready(Status::True, "Healthy"), &at(200)),
+            "no change, no write"
+        );
         assert_eq!(list[0].last_transition_time, at(100));
-        assert!(set(&mut list, &ready(Status::True, "StillHealthy"), &at(300)), "reason changed");
-        assert_eq!(list[0].last_transition_time, at(100), "same status keeps its transition time");
+        assert!(
+            set(&mut list, &ready(Status::True, "StillHealthy"), &at(300)),
+            "reason changed"
+        );
+        assert_eq!(
+            list[0].last_transition_time,
+            at(100),
+            "same status keeps its transition time"
+        );
         assert!(set(&mut list, &ready(Status::False, "Lame"), &at(400)));
         assert_eq!(list[0].last_transition_time, at(400));
         assert!(!is_true(&list, "Ready"));
