@@ -1,2 +1,5 @@
-//! Vigil's controllers, one module each: a pure `decide` step and a thin `apply` step.
-//! They arrive with their issues (CriticalService, ConfigMapSync, status vault).
+//! Vigil's controllers, one module each: a pure `decide` step (what the world should look like,
+//! from cached observations) and a thin `apply` step (the writes that get it there).
+
+pub mod critical_service;
+pub mod permissions;

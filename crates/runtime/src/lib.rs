@@ -1,4 +1,16 @@
-//! Controller plumbing shared by every Vigil controller: leader election, per-key backoff,
-//! metrics, health probes, conditions, events and graceful shutdown. It knows no controller.
-//! The pieces arrive with the operator-runtime issue; the crate exists now so the workspace
-//! shows the architecture's boundaries.
+//! Controller plumbing shared by every Vigil controller, on top of kube-runtime: what kube-rs
+//! lacks for a production operator. It knows no controller.
+//!
+//! | module | job |
+//! |---|---|
+//! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
+//! | [`conditions`] | status conditions by the API conventions |
+//! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
+//! | [`metrics`] | Prometheus metrics with controller-runtime's names |
+//! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
+
+pub mod backoff;
+pub mod conditions;
+pub mod health;
+pub mod leader;
+pub mod metrics;

@@ -110,6 +110,9 @@ fn default_ports(ports: Option<&mut Value>, field: &str) {
 }
 
 fn default_service(obj: &mut Value, old: Option<&Value>, alloc: &mut dyn FnMut() -> String) {
+    // Node ports come from 30000-32767 at random. Nothing listens on them in the sandbox, so a
+    // rare repeat across Services is harmless (the real allocator guarantees uniqueness).
+    let alloc_node_port = || rand::random_range(30000..=32767);
     let old_spec = old
         .and_then(|o| o.get("spec"))
         .cloned()
@@ -138,6 +141,12 @@ fn default_service(obj: &mut Value, old: Option<&Value>, alloc: &mut dyn FnMut()
         set_default(spec, "ipFamilies", json!(["IPv4"]));
         set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
     }
+    let wants_node_ports = matches!(service_type.as_str(), "NodePort" | "LoadBalancer");
+    let old_ports = old_spec
+        .get("ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if let Some(Value::Array(ports)) = spec.get_mut("ports") {
         for p in ports.iter_mut() {
             if let Value::Object(p) = p {
@@ -145,8 +154,21 @@ fn default_service(obj: &mut Value, old: Option<&Value>, alloc: &mut dyn FnMut()
                 if let Some(port) = p.get("port").cloned() {
                     set_default(p, "targetPort", port);
                 }
+                if wants_node_ports && p.get("nodePort").is_none_or(Value::is_null) {
+                    // Keep the node port an update omits, else allocate one.
+                    let kept = old_ports
+                        .iter()
+                        .find(|o| o.get("port") == p.get("port"))
+                        .and_then(|o| o.get("nodePort"))
+                        .cloned();
+                    let node_port = kept.unwrap_or_else(|| json!(alloc_node_port()));
+                    p.insert("nodePort".into(), node_port);
+                }
             }
         }
+    }
+    if service_type != "ExternalName" && service_type != "ClusterIP" {
+        set_default(spec, "externalTrafficPolicy", json!("Cluster"));
     }
 }
 

@@ -3,6 +3,8 @@
 
 mod bench;
 mod bench_endpoints;
+mod manifests;
+mod run;
 mod sandbox;
 
 use clap::{Parser, Subcommand};
@@ -20,20 +22,26 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the operator against the cluster of the current kubeconfig.
-    Run,
+    /// Run the operator against the cluster of the current kubeconfig (or in-cluster).
+    Run(run::RunArgs),
     /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
     Sandbox(sandbox::SandboxArgs),
     /// Print the CRDs, RBAC and Deployment that install Vigil.
-    Manifests,
+    Manifests(manifests::ManifestsArgs),
     /// Run a benchmark and print its figures.
     #[command(subcommand)]
     Bench(bench::Bench),
 }
 
 fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // RUST_LOG wins; the article's LOG_LEVEL works too.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        let level = std::env::var("LOG_LEVEL")
+            .map(|l| l.to_lowercase())
+            .unwrap_or_else(|_| "info".into());
+        tracing_subscriber::EnvFilter::try_new(&level)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -48,12 +56,8 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Run => anyhow::bail!(
-                "`vigil run` is not available yet: the operator runtime lands with a later issue"
-            ),
-            Command::Manifests => anyhow::bail!(
-                "`vigil manifests` is not available yet: manifests land with the first controller"
-            ),
+            Command::Run(args) => run::run(args).await,
+            Command::Manifests(args) => manifests::run(&args),
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Bench(bench) => bench::run(bench).await,
         }

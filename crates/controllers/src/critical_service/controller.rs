@@ -1,0 +1,506 @@
+//! The running CriticalService controller: shared lean caches, the mapping from Service, pod,
+//! EndpointSlice and PodTemplate changes to the CriticalServices they concern, and the apply step
+//! that turns a [`Plan`] into writes — only what differs, only while this replica leads.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, Resource as _, ResourceExt as _};
+use tokio::sync::watch;
+use vigil_apis::CriticalService;
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::{ControllerMetrics, ReconcileResult};
+
+use super::cache::{self, SERVICE_NAME_LABEL};
+use super::decide::{covers, decide};
+use super::model::{
+    CRITICAL_SERVICE_LABEL, CriticalServiceView, Inputs, Plan, Settings, TemplateKey,
+    TemplateLookup,
+};
+
+/// Name of the controller in metrics, logs and Events.
+pub const NAME: &str = "criticalservice";
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "vigil-criticalservice";
+
+/// What this controller's code does with the API (kept in step with the calls below).
+pub const PERMISSIONS: &[crate::permissions::Permission] = &[
+    // Watched through reflectors: list + watch only.
+    crate::permissions::Permission {
+        group: "mycrd.com",
+        resources: &["criticalservices"],
+        verbs: &["list", "watch"],
+    },
+    crate::permissions::Permission {
+        group: "mycrd.com",
+        resources: &["criticalservices/status"],
+        verbs: &["patch"],
+    },
+    crate::permissions::Permission {
+        group: "",
+        resources: &["services", "podtemplates"],
+        verbs: &["list", "watch"],
+    },
+    // Fallback pods: created and deleted (with a uid precondition), never updated.
+    crate::permissions::Permission {
+        group: "",
+        resources: &["pods"],
+        verbs: &["list", "watch", "create", "delete"],
+    },
+    crate::permissions::Permission {
+        group: "discovery.k8s.io",
+        resources: &["endpointslices"],
+        verbs: &["list", "watch"],
+    },
+    // kube-runtime's Recorder creates events and patches them when they repeat.
+    crate::permissions::Permission {
+        group: "events.k8s.io",
+        resources: &["events"],
+        verbs: &["create", "patch"],
+    },
+];
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+}
+
+/// The caches every reconcile reads.
+#[derive(Clone)]
+struct Caches {
+    crs: Store<CriticalService>,
+    services: Store<Service>,
+    pods: Store<Pod>,
+    slices: Store<EndpointSlice>,
+    templates: Store<PodTemplate>,
+}
+
+/// Shared by reconciles.
+struct Context {
+    client: Client,
+    settings: Settings,
+    caches: Caches,
+    leadership: watch::Receiver<Leadership>,
+    backoffs: Backoffs<ObjectRef<CriticalService>>,
+    metrics: ControllerMetrics,
+    recorder: Recorder,
+}
+
+/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    leadership: watch::Receiver<Leadership>,
+    metrics: ControllerMetrics,
+    ready: impl Fn(bool) + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let namespaces = settings.watched_namespaces.clone();
+    let (crs, cr_writer) = reflector::store();
+    let (services, service_writer) = reflector::store();
+    let (pods, pod_writer) = reflector::store();
+    let (slices, slice_writer) = reflector::store();
+    let (templates, template_writer) = reflector::store();
+    let caches = Caches {
+        crs: crs.clone(),
+        services,
+        pods,
+        slices,
+        templates,
+    };
+
+    let cr_stream = reflector::reflector(
+        cr_writer,
+        watcher(
+            Api::<CriticalService>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let service_stream = reflector::reflector(
+        service_writer,
+        cache::slimmed(
+            cache::watch_in::<Service>(&client, namespaces.as_ref()),
+            cache::slim_service,
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let pod_stream = reflector::reflector(
+        pod_writer,
+        cache::slimmed(
+            cache::watch_in::<Pod>(&client, namespaces.as_ref()),
+            cache::slim_pod,
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    let slice_stream = reflector::reflector(
+        slice_writer,
+        cache::slimmed(
+            cache::watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
+            cache::slim_slice,
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+    // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
+    let template_stream = reflector::reflector(
+        template_writer,
+        cache::slimmed(
+            cache::watch_in::<PodTemplate>(&client, None),
+            cache::slim_template,
+        ),
+    )
+    .default_backoff()
+    .touched_objects();
+
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        caches: caches.clone(),
+        leadership: leadership.clone(),
+        backoffs: Backoffs::new(BackoffPolicy::default()),
+        metrics,
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "vigil".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+    });
+
+    // Readiness: every cache synced once.
+    let ready_caches = caches.clone();
+    tokio::spawn(async move {
+        let waits = (
+            ready_caches.crs.wait_until_ready(),
+            ready_caches.services.wait_until_ready(),
+            ready_caches.pods.wait_until_ready(),
+            ready_caches.slices.wait_until_ready(),
+            ready_caches.templates.wait_until_ready(),
+        );
+        let (a, b, c, d, e) = tokio::join!(waits.0, waits.1, waits.2, waits.3, waits.4);
+        ready(a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok() && e.is_ok());
+    });
+
+    // Becoming leader: look at everything again.
+    let on_leadership = futures::stream::unfold(leadership.clone(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+
+    let mapper_caches = caches.clone();
+    let settings_for = ctx.settings.clone();
+    let for_service = move |svc: Service| {
+        crs_covering(
+            &mapper_caches.crs,
+            &settings_for,
+            &cache::service_view(&svc),
+        )
+    };
+    let pod_caches = caches.clone();
+    let pod_settings = ctx.settings.clone();
+    let for_pod = move |pod: Pod| crs_for_pod(&pod_caches, &pod_settings, &pod);
+    let slice_caches = caches.clone();
+    let slice_settings = ctx.settings.clone();
+    let for_slice =
+        move |slice: EndpointSlice| crs_for_slice(&slice_caches, &slice_settings, &slice);
+    let template_caches = caches.clone();
+    let template_settings = ctx.settings.clone();
+    let for_template =
+        move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
+
+    Controller::for_stream(cr_stream, crs)
+        .watches_stream(service_stream, for_service)
+        .watches_stream(pod_stream, for_pod)
+        .watches_stream(slice_stream, for_slice)
+        .watches_stream(template_stream, for_template)
+        .reconcile_all_on(on_leadership)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+fn view(cr: &CriticalService) -> CriticalServiceView {
+    CriticalServiceView {
+        name: cr.name_any(),
+        uid: cr.uid().unwrap_or_default(),
+        generation: cr.metadata.generation,
+        spec: cr.spec.clone(),
+        status: cr.status.clone(),
+    }
+}
+
+fn crs_covering(
+    crs: &Store<CriticalService>,
+    settings: &Settings,
+    service: &super::model::ServiceView,
+) -> Vec<ObjectRef<CriticalService>> {
+    crs.state()
+        .iter()
+        .filter(|cr| covers(&cr.spec, service, settings))
+        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .collect()
+}
+
+/// A pod concerns the CriticalServices covering the Services that select it, and the one whose
+/// fallback it is.
+fn crs_for_pod(caches: &Caches, settings: &Settings, pod: &Pod) -> Vec<ObjectRef<CriticalService>> {
+    let ns = pod.namespace().unwrap_or_default();
+    let labels = pod.labels();
+    let mut out: std::collections::HashSet<ObjectRef<CriticalService>> =
+        std::collections::HashSet::new();
+    if let Some(owner) = labels.get(CRITICAL_SERVICE_LABEL) {
+        out.insert(ObjectRef::new(owner));
+    }
+    for svc in caches
+        .services
+        .state()
+        .iter()
+        .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
+    {
+        let view = cache::service_view(svc);
+        if !view.selector.is_empty() && view.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+        {
+            out.extend(crs_covering(&caches.crs, settings, &view));
+        }
+    }
+    out.into_iter().collect()
+}
+
+fn crs_for_slice(
+    caches: &Caches,
+    settings: &Settings,
+    slice: &EndpointSlice,
+) -> Vec<ObjectRef<CriticalService>> {
+    let Some(name) = slice.labels().get(SERVICE_NAME_LABEL) else {
+        return Vec::new();
+    };
+    let ns = slice.namespace().unwrap_or_default();
+    let key = ObjectRef::<Service>::new(name).within(&ns);
+    caches
+        .services
+        .get(&key)
+        .map(|svc| crs_covering(&caches.crs, settings, &cache::service_view(&svc)))
+        .unwrap_or_default()
+}
+
+fn template_key(cr: &CriticalService, settings: &Settings) -> TemplateKey {
+    match &cr.spec.pod_template {
+        Some(t) => TemplateKey {
+            namespace: t
+                .namespace
+                .clone()
+                .unwrap_or_else(|| settings.default_template.namespace.clone()),
+            name: t.name.clone(),
+        },
+        None => settings.default_template.clone(),
+    }
+}
+
+fn crs_using_template(
+    crs: &Store<CriticalService>,
+    settings: &Settings,
+    template: &PodTemplate,
+) -> Vec<ObjectRef<CriticalService>> {
+    let key = TemplateKey {
+        namespace: template.namespace().unwrap_or_default(),
+        name: template.name_any(),
+    };
+    crs.state()
+        .iter()
+        .filter(|cr| template_key(cr, settings) == key)
+        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .collect()
+}
+
+fn lookup_template(caches: &Caches, settings: &Settings, key: &TemplateKey) -> TemplateLookup {
+    if settings
+        .watched_namespaces
+        .as_ref()
+        .is_some_and(|w| !w.contains(&key.namespace))
+        && key.namespace != settings.default_template.namespace
+    {
+        return TemplateLookup::Forbidden(key.clone());
+    }
+    let reference = ObjectRef::<PodTemplate>::new(&key.name).within(&key.namespace);
+    match caches
+        .templates
+        .get(&reference)
+        .and_then(|t| t.template.clone())
+    {
+        Some(template) => TemplateLookup::Found {
+            key: key.clone(),
+            template: Box::new(template),
+        },
+        None => TemplateLookup::NotFound(key.clone()),
+    }
+}
+
+async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started();
+    if *ctx.leadership.borrow() != Leadership::Leading {
+        // Standbys keep warm caches and write nothing; becoming leader reconciles everything.
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    let result = reconcile_inner(&cr, &ctx).await;
+    let reference = ObjectRef::from_obj(cr.as_ref());
+    match &result {
+        Ok(action) => {
+            if ctx.backoffs.success(&reference) {
+                tracing::info!(criticalservice = %cr.name_any(), "recovered after quarantine");
+            }
+            timer.finish(if *action == Action::await_change() {
+                ReconcileResult::Success
+            } else {
+                ReconcileResult::RequeueAfter
+            });
+        }
+        Err(_) => timer.finish(ReconcileResult::Error),
+    }
+    result
+}
+
+async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, Error> {
+    let plan = {
+        let caches = &ctx.caches;
+        let all_crs: Vec<CriticalServiceView> =
+            caches.crs.state().iter().map(|c| view(c)).collect();
+        let this = view(cr);
+        let services: Vec<_> = caches
+            .services
+            .state()
+            .iter()
+            .map(|s| cache::service_view(s))
+            .collect();
+        let namespaces: BTreeSet<&str> = services
+            .iter()
+            .filter(|s| covers(&cr.spec, s, &ctx.settings))
+            .map(|s| s.namespace.as_str())
+            .collect();
+        let pods: Vec<_> = caches
+            .pods
+            .state()
+            .iter()
+            .filter(|p| {
+                let ns = p.namespace().unwrap_or_default();
+                namespaces.contains(ns.as_str())
+                    || p.labels().get(CRITICAL_SERVICE_LABEL) == Some(&this.name)
+            })
+            .map(|p| cache::pod_view(p))
+            .collect();
+        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()));
+        let template = lookup_template(caches, &ctx.settings, &template_key(cr, &ctx.settings));
+        let inputs = Inputs {
+            cr: &this,
+            all_crs: &all_crs,
+            services: &services,
+            pods: &pods,
+            slices: &slices,
+            template: &template,
+            now: k8s_openapi::jiff::Timestamp::now(),
+            settings: &ctx.settings,
+        };
+        decide(&inputs)
+    };
+    apply(cr, ctx, plan).await
+}
+
+/// Writes what the plan asks for, and the status only when it changed.
+async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action, Error> {
+    let reference = cr.object_ref(&());
+    for pod in &plan.create {
+        let ns = pod.namespace().unwrap_or_default();
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+        match pods
+            .create(
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                },
+                pod,
+            )
+            .await
+        {
+            Ok(_) => {}
+            // Already there (a previous pass, or a restart in the middle): the caches catch up.
+            Err(kube::Error::Api(status)) if status.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    for target in &plan.delete {
+        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &target.namespace);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(target.uid.clone()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        match pods.delete(&target.name, &params).await {
+            Ok(_) => {}
+            // Gone already, or a different pod now carries the name: nothing of ours to delete.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if cr.status.as_ref() != Some(&plan.status) {
+        let api: Api<CriticalService> = Api::all(ctx.client.clone());
+        let patch = serde_json::json!({"status": plan.status});
+        api.patch_status(
+            &cr.name_any(),
+            &PatchParams::apply(FIELD_MANAGER),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    }
+    for note in &plan.events {
+        let event = KubeEvent {
+            type_: if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: note.reason.clone(),
+            note: Some(note.note.clone()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record an event");
+        }
+    }
+    Ok(plan
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Failures retry with per-CriticalService exponential backoff; a CriticalService that keeps
+/// failing is quarantined (retried slowly) and reported.
+fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> Action {
+    let retry = ctx.backoffs.failure(&ObjectRef::from_obj(cr.as_ref()));
+    ctx.metrics.retry();
+    if retry.newly_quarantined {
+        tracing::warn!(criticalservice = %cr.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
+    } else {
+        tracing::debug!(criticalservice = %cr.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
+    }
+    Action::requeue(retry.delay.max(Duration::from_millis(5)))
+}

@@ -1,0 +1,161 @@
+//! What the CriticalService controller observes (lean views built from its caches) and what its
+//! pure decision returns. Views keep only the fields the decision reads, so caches stay small.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use k8s_openapi::jiff::Timestamp;
+use vigil_apis::critical_service::{CriticalServiceSpec, CriticalServiceStatus};
+
+/// Label on everything Vigil creates.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY_VALUE: &str = "vigil";
+/// Labels naming the CriticalService and Service a fallback pod answers for.
+pub const CRITICAL_SERVICE_LABEL: &str = "vigil.dev/critical-service";
+pub const SERVICE_LABEL: &str = "vigil.dev/service";
+/// The article's annotation marking pods its controller owns.
+pub const OWNED_ANNOTATION: &str = "service-watcher";
+pub const OWNED_VALUE: &str = "owned";
+/// Hash of what the fallback pod was built from; a different hash means "rebuild it".
+pub const TEMPLATE_HASH_ANNOTATION: &str = "vigil.dev/template-hash";
+
+/// Operator settings the decision needs (from flags and the article's environment variables).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// `POD_NAME_PREFIX` (default `service-watcher`).
+    pub pod_name_prefix: String,
+    /// `POD_TEMPLATE_NS` / `POD_TEMPLATE`: the template used when a CriticalService names none.
+    pub default_template: TemplateKey,
+    /// `NAMESPACES`: the namespaces watched; `None` = all.
+    pub watched_namespaces: Option<BTreeSet<String>>,
+}
+
+/// Namespace and name of a PodTemplate.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TemplateKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// A CriticalService as the decision sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CriticalServiceView {
+    pub name: String,
+    pub uid: String,
+    pub generation: Option<i64>,
+    pub spec: CriticalServiceSpec,
+    pub status: Option<CriticalServiceStatus>,
+}
+
+/// A Service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePortView {
+    pub name: Option<String>,
+    pub port: i32,
+    /// Absent means "same as port".
+    pub target_port: Option<IntOrString>,
+    pub protocol: String,
+}
+
+/// A Service as the lean cache keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// Empty: no selector (such Services are never covered).
+    pub selector: BTreeMap<String, String>,
+    pub external_name: bool,
+    pub ports: Vec<ServicePortView>,
+}
+
+/// A pod as the lean cache keeps it: labels, readiness, deletion, IP, and ownership marks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodView {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub labels: BTreeMap<String, String>,
+    /// The `service-watcher` and `vigil.dev/template-hash` annotations, when present.
+    pub owned_annotation: Option<String>,
+    pub template_hash: Option<String>,
+    /// Uids in `metadata.ownerReferences`.
+    pub owner_uids: Vec<String>,
+    /// Condition `Ready` is `True`.
+    pub ready: bool,
+    /// `deletionTimestamp` is set.
+    pub terminating: bool,
+    pub ip: Option<String>,
+}
+
+/// What the EndpointSlices of one Service say: the pods that are ready endpoints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SliceView {
+    pub ready_pods: BTreeSet<String>,
+}
+
+/// The PodTemplate a fallback is built from, or why it cannot be used.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TemplateLookup {
+    /// Boxed: a template is large and the other variants are small.
+    Found {
+        key: TemplateKey,
+        template: Box<PodTemplateSpec>,
+    },
+    NotFound(TemplateKey),
+    /// The namespace may not be read (RBAC / NAMESPACES).
+    Forbidden(TemplateKey),
+}
+
+/// Everything one decision for one CriticalService reads.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    pub cr: &'a CriticalServiceView,
+    /// Every CriticalService, so overlapping ones agree which owns a shared Service's fallback.
+    pub all_crs: &'a [CriticalServiceView],
+    /// Services in the watched namespaces (the decision picks the covered ones).
+    pub services: &'a [ServiceView],
+    /// Pods in the namespaces of those Services (selected pods and Vigil's fallback pods).
+    pub pods: &'a [PodView],
+    /// EndpointSlice readiness per (namespace, Service name).
+    pub slices: &'a BTreeMap<(String, String), SliceView>,
+    /// The template this CriticalService uses.
+    pub template: &'a TemplateLookup,
+    pub now: Timestamp,
+    pub settings: &'a Settings,
+}
+
+/// A Kubernetes Event to record about the CriticalService.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventNote {
+    pub warning: bool,
+    /// CamelCase, e.g. `FallbackCreated`, `PodTemplateNotFound`.
+    pub reason: String,
+    pub note: String,
+}
+
+/// A pod to delete, with the uid it must still have (a precondition, so a pod re-created by
+/// someone else under the same name is never deleted by mistake).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+/// What to do for one CriticalService.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The full status to write (written only if it differs from the current one).
+    pub status: CriticalServiceStatus,
+    /// Fallback pods to create.
+    pub create: Vec<Pod>,
+    /// Fallback pods to delete.
+    pub delete: Vec<PodRef>,
+    pub events: Vec<EventNote>,
+    /// Look again after this long (an activation delay running out).
+    pub requeue_after: Option<Duration>,
+}

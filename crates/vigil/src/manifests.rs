@@ -1,0 +1,207 @@
+//! `vigil manifests`: everything that installs Vigil, printed as YAML — the CRDs generated from
+//! the Rust types, a ServiceAccount, a ClusterRole holding exactly the permissions the chosen
+//! controllers' code declares (no wildcards), a Role for the leader-election Lease, their
+//! bindings, the default PodTemplate, and a hardened two-replica Deployment.
+
+use std::collections::BTreeMap;
+
+use kube::CustomResourceExt as _;
+use serde_json::{Value, json};
+use vigil_apis::CriticalService;
+use vigil_controllers::critical_service::controller as critical_service;
+use vigil_controllers::permissions::Permission;
+
+#[derive(Debug, clap::Args)]
+pub struct ManifestsArgs {
+    /// Namespace Vigil runs in.
+    #[arg(long, default_value = "vigil-system")]
+    namespace: String,
+    /// Container image of Vigil.
+    #[arg(long, default_value = concat!("vigil:", env!("CARGO_PKG_VERSION")))]
+    image: String,
+    /// Controllers to install, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "criticalservice")]
+    controllers: Vec<String>,
+}
+
+const NAME: &str = "vigil";
+/// The leader-election Lease's verbs (see `vigil_runtime::leader`: get, create, then update).
+const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+
+/// The objects to install, in apply order.
+pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
+    let mut permissions: Vec<Permission> = Vec::new();
+    let mut crds = Vec::new();
+    for controller in &args.controllers {
+        match controller.as_str() {
+            critical_service::NAME => {
+                permissions.extend_from_slice(critical_service::PERMISSIONS);
+                crds.push(serde_json::to_value(CriticalService::crd())?);
+            }
+            other => anyhow::bail!("unknown controller {other:?}"),
+        }
+    }
+    let ns = args.namespace.as_str();
+    let labels = json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": NAME});
+    let mut out = crds;
+    out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}));
+    out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels}}));
+    out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels}, "rules": rules(&permissions)}));
+    out.push(binding("ClusterRoleBinding", None, ns, &labels));
+    out.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": format!("{NAME}-leader-election"), "namespace": ns, "labels": labels},
+        "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": LEASE_VERBS}],
+    }));
+    out.push(binding("RoleBinding", Some(ns), ns, &labels));
+    if args.controllers.iter().any(|c| c == critical_service::NAME) {
+        out.push(json!({
+            "apiVersion": "v1", "kind": "PodTemplate",
+            "metadata": {"name": "critical-service-pod-template", "namespace": ns, "labels": labels},
+            "template": {"metadata": {"name": "critical-service-pod"}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}},
+        }));
+    }
+    out.push(deployment(args, &labels));
+    Ok(out)
+}
+
+/// ClusterRole rules from declared permissions: one rule per (group, verbs), resources merged.
+fn rules(permissions: &[Permission]) -> Vec<Value> {
+    let mut merged: BTreeMap<(&str, Vec<&str>), Vec<&str>> = BTreeMap::new();
+    for p in permissions {
+        let mut verbs: Vec<&str> = p.verbs.to_vec();
+        verbs.sort_unstable();
+        verbs.dedup();
+        let resources = merged.entry((p.group, verbs)).or_default();
+        for r in p.resources {
+            if !resources.contains(r) {
+                resources.push(r);
+            }
+        }
+    }
+    merged
+        .into_iter()
+        .map(|((group, verbs), resources)| json!({"apiGroups": [group], "resources": resources, "verbs": verbs}))
+        .collect()
+}
+
+fn binding(kind: &str, namespace: Option<&str>, sa_namespace: &str, labels: &Value) -> Value {
+    let (role_kind, role_name) = match namespace {
+        Some(_) => ("Role", format!("{NAME}-leader-election")),
+        None => ("ClusterRole", NAME.to_owned()),
+    };
+    let mut metadata = json!({"name": role_name, "labels": labels});
+    if let Some(ns) = namespace {
+        metadata["namespace"] = json!(ns);
+    }
+    json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind, "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role_name},
+        "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": sa_namespace}],
+    })
+}
+
+fn deployment(args: &ManifestsArgs, labels: &Value) -> Value {
+    let env_from_field = |name: &str, path: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
+    json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": NAME, "namespace": args.namespace, "labels": labels},
+        "spec": {
+            // Two replicas: one leads, the other keeps warm caches and takes over.
+            "replicas": 2,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+                    "terminationGracePeriodSeconds": 30,
+                    "containers": [{
+                        "name": NAME,
+                        "image": args.image,
+                        "args": ["run", "--controllers", args.controllers.join(",")],
+                        "env": [env_from_field("POD_NAME", "metadata.name"), env_from_field("POD_NAMESPACE", "metadata.namespace")],
+                        "ports": [{"name": "metrics", "containerPort": 8080}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
+                        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
+                        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+                        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true, "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
+            },
+        },
+    })
+}
+
+/// Prints the objects as one multi-document YAML stream.
+pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
+    for object in objects(args)? {
+        println!("---\n{}", serde_saphyr::to_string(&object)?.trim_end());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default_args() -> ManifestsArgs {
+        ManifestsArgs {
+            namespace: "vigil-system".into(),
+            image: "vigil:test".into(),
+            controllers: vec![critical_service::NAME.into()],
+        }
+    }
+
+    #[test]
+    fn rbac_has_no_wildcards_and_covers_the_declared_permissions() {
+        let objects = objects(&default_args()).expect("objects");
+        let role = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        let text = role.to_string();
+        assert!(!text.contains('*'), "no wildcards: {text}");
+        for p in critical_service::PERMISSIONS {
+            for resource in p.resources {
+                for verb in p.verbs {
+                    let granted = role["rules"].as_array().into_iter().flatten().any(|r| {
+                        r["apiGroups"][0] == p.group
+                            && r["resources"]
+                                .as_array()
+                                .is_some_and(|rs| rs.iter().any(|x| x == resource))
+                            && r["verbs"]
+                                .as_array()
+                                .is_some_and(|vs| vs.iter().any(|x| x == verb))
+                    });
+                    assert!(granted, "{verb} {resource} in {:?}", p.group);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn deployment_is_hardened() {
+        let objects = objects(&default_args()).expect("objects");
+        let deploy = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
+        let pod = &deploy["spec"]["template"]["spec"];
+        assert_eq!(deploy["spec"]["replicas"], 2);
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+        assert_eq!(
+            pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
+            true
+        );
+        assert_eq!(
+            pod["containers"][0]["readinessProbe"]["httpGet"]["path"],
+            "/readyz"
+        );
+        assert!(
+            objects
+                .iter()
+                .any(|o| o["kind"] == "CustomResourceDefinition")
+        );
+    }
+}

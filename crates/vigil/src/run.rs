@@ -1,0 +1,232 @@
+//! `vigil run`: the operator. Loads the cluster configuration, serves metrics and probes, joins
+//! leader election, runs the chosen controllers, and shuts down gracefully on SIGTERM/SIGINT.
+//! Configuration comes from flags or environment variables, including the article's names
+//! (`NAMESPACES`, `POD_TEMPLATE`, `POD_TEMPLATE_NS`, `POD_NAME_PREFIX`, `LOG_LEVEL`) so its
+//! ConfigMap works through `envFrom`.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use tokio::sync::watch;
+use vigil_controllers::critical_service::{
+    controller as critical_service, model::Settings, model::TemplateKey,
+};
+use vigil_runtime::health::{self, Health};
+use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, unique_identity};
+use vigil_runtime::metrics::Metrics;
+
+/// Controllers `vigil run` can host.
+const CONTROLLERS: &[&str] = &[critical_service::NAME];
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Kubeconfig to use; default: `KUBECONFIG`, `~/.kube/config`, then the in-cluster configuration.
+    #[arg(long, env = "KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Controllers to run, comma-separated (default: all ready ones).
+    #[arg(long, value_delimiter = ',', default_values_t = CONTROLLERS.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>())]
+    controllers: Vec<String>,
+    /// Namespaces to watch, comma-separated; empty: all.
+    #[arg(long, env = "NAMESPACES", value_delimiter = ',', default_value = "")]
+    namespaces: Vec<String>,
+    /// PodTemplate of fallback pods when a CriticalService names none.
+    #[arg(
+        long,
+        env = "POD_TEMPLATE",
+        default_value = "critical-service-pod-template"
+    )]
+    pod_template: String,
+    /// Namespace of that PodTemplate (default: the operator's own namespace).
+    #[arg(long, env = "POD_TEMPLATE_NS")]
+    pod_template_ns: Option<String>,
+    /// Prefix of fallback pod names.
+    #[arg(long, env = "POD_NAME_PREFIX", default_value = "service-watcher")]
+    pod_name_prefix: String,
+    /// Address of the metrics and probe server (/metrics, /healthz, /readyz).
+    #[arg(long, env = "VIGIL_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Elect a leader on a Lease (default: on inside a cluster, off elsewhere).
+    #[arg(long, env = "VIGIL_LEADER_ELECT")]
+    leader_elect: Option<bool>,
+    /// Name of the leader election Lease.
+    #[arg(long, default_value = "vigil-leader")]
+    lease_name: String,
+    /// Namespace of the Lease (default: the operator's own namespace).
+    #[arg(long)]
+    lease_namespace: Option<String>,
+    /// Lease duration, renew deadline and retry period, in seconds.
+    #[arg(long, default_value_t = 15)]
+    lease_duration: u64,
+    #[arg(long, default_value_t = 10)]
+    renew_deadline: u64,
+    #[arg(long, default_value_t = 2)]
+    retry_period: u64,
+    /// How long in-flight work may take to finish after SIGTERM.
+    #[arg(long, default_value_t = 25)]
+    shutdown_timeout: u64,
+}
+
+/// The namespace this process runs in: `POD_NAMESPACE`, the service account's namespace file,
+/// or `default`.
+fn own_namespace() -> String {
+    std::env::var("POD_NAMESPACE")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace").ok()
+        })
+        .map(|n| n.trim().to_owned())
+        .unwrap_or_else(|| "default".into())
+}
+
+fn in_cluster() -> bool {
+    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+}
+
+async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let file = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(file, &Default::default()).await?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig and not running in a cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    for name in &args.controllers {
+        anyhow::ensure!(
+            CONTROLLERS.contains(&name.as_str()),
+            "unknown controller {name:?}; available: {}",
+            CONTROLLERS.join(", ")
+        );
+    }
+    let client = client(args.kubeconfig.as_ref()).await?;
+    let own_ns = own_namespace();
+    let watched: BTreeSet<String> = args
+        .namespaces
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let settings = Settings {
+        pod_name_prefix: args.pod_name_prefix.clone(),
+        default_template: TemplateKey {
+            namespace: args
+                .pod_template_ns
+                .clone()
+                .unwrap_or_else(|| own_ns.clone()),
+            name: args.pod_template.clone(),
+        },
+        watched_namespaces: (!watched.is_empty()).then_some(watched),
+    };
+
+    let (stop, stopped) = watch::channel(false);
+    let shutdown = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }
+    };
+
+    let metrics = Metrics::new();
+    let health = Health::new();
+    let (addr, server) = health::serve(
+        args.metrics_addr,
+        metrics.clone(),
+        health.clone(),
+        shutdown(),
+    )
+    .await
+    .context("serving metrics")?;
+    tracing::info!(%addr, "metrics and probes serving");
+
+    // Held for the process's lifetime when election is off, so the channel never closes.
+    let mut _always_leading = None;
+    let (elector, leadership) = if args.leader_elect.unwrap_or_else(in_cluster) {
+        let mut config = LeaderElectionConfig::new(
+            args.lease_namespace
+                .clone()
+                .unwrap_or_else(|| own_ns.clone()),
+            &args.lease_name,
+            unique_identity(&std::env::var("POD_NAME").unwrap_or_else(|_| "vigil".into())),
+        );
+        config.lease_duration = Duration::from_secs(args.lease_duration);
+        config.renew_deadline = Duration::from_secs(args.renew_deadline);
+        config.retry_period = Duration::from_secs(args.retry_period);
+        let (elector, rx) = LeaderElector::spawn(client.clone(), config);
+        (Some(elector), rx)
+    } else {
+        // Without election this replica always leads (a single replica, or the sandbox).
+        let (tx, rx) = watch::channel(Leadership::Leading);
+        _always_leading = Some(tx);
+        (None, rx)
+    };
+    report_leadership(leadership.clone(), metrics.clone(), health.clone());
+
+    let mut controllers = Vec::new();
+    if args.controllers.iter().any(|c| c == critical_service::NAME) {
+        health.register(critical_service::NAME);
+        let ready_health = health.clone();
+        controllers.push(tokio::spawn(critical_service::run(
+            client.clone(),
+            settings,
+            leadership,
+            metrics.controller(critical_service::NAME),
+            move |ok| ready_health.set_ready(critical_service::NAME, ok),
+            shutdown(),
+        )));
+    }
+    tracing::info!(controllers = ?args.controllers, "vigil running");
+
+    wait_for_signal().await?;
+    tracing::info!("shutting down: finishing in-flight work");
+    let _ = stop.send(true);
+    let drain = futures::future::join_all(controllers);
+    if tokio::time::timeout(Duration::from_secs(args.shutdown_timeout), drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("in-flight work did not finish in time");
+    }
+    if let Some(elector) = elector {
+        elector.shutdown().await;
+    }
+    let _ = server.await;
+    Ok(())
+}
+
+/// Mirrors leadership into the metric and the readiness report.
+fn report_leadership(
+    mut leadership: watch::Receiver<Leadership>,
+    metrics: std::sync::Arc<Metrics>,
+    health: Health,
+) {
+    tokio::spawn(async move {
+        loop {
+            let leading = *leadership.borrow_and_update() == Leadership::Leading;
+            metrics.set_leader(leading);
+            health.set_leading(leading);
+            if leadership.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
