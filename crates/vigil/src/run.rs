@@ -57,16 +57,18 @@ pub struct RunArgs {
     /// Namespace of the Lease (default: the operator's own namespace).
     #[arg(long)]
     lease_namespace: Option<String>,
-    /// Lease duration, renew deadline and retry period, in seconds.
-    #[arg(long, default_value_t = 15)]
-    lease_duration: u64,
-    #[arg(long, default_value_t = 10)]
-    renew_deadline: u64,
-    #[arg(long, default_value_t = 2)]
-    retry_period: u64,
+    /// How long a Lease stays valid without renewal (what standbys wait out), e.g. `15s`.
+    #[arg(long, default_value = "15s", value_parser = crate::parse_duration)]
+    lease_duration: Duration,
+    /// How long a leader keeps leading without a successful renewal (< lease duration).
+    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    renew_deadline: Duration,
+    /// Interval between renewals and acquisition attempts.
+    #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
+    retry_period: Duration,
     /// How long in-flight work may take to finish after SIGTERM.
-    #[arg(long, default_value_t = 25)]
-    shutdown_timeout: u64,
+    #[arg(long, default_value = "25s", value_parser = crate::parse_duration)]
+    shutdown_timeout: Duration,
 }
 
 /// The namespace this process runs in: `POD_NAMESPACE`, the service account's namespace file,
@@ -158,9 +160,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             &args.lease_name,
             unique_identity(&std::env::var("POD_NAME").unwrap_or_else(|_| "vigil".into())),
         );
-        config.lease_duration = Duration::from_secs(args.lease_duration);
-        config.renew_deadline = Duration::from_secs(args.renew_deadline);
-        config.retry_period = Duration::from_secs(args.retry_period);
+        config.lease_duration = args.lease_duration;
+        config.renew_deadline = args.renew_deadline;
+        config.retry_period = args.retry_period;
         let (elector, rx) = LeaderElector::spawn(client.clone(), config);
         (Some(elector), rx)
     } else {
@@ -190,7 +192,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     tracing::info!("shutting down: finishing in-flight work");
     let _ = stop.send(true);
     let drain = futures::future::join_all(controllers);
-    if tokio::time::timeout(Duration::from_secs(args.shutdown_timeout), drain)
+    if tokio::time::timeout(args.shutdown_timeout, drain)
         .await
         .is_err()
     {

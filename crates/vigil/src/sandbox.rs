@@ -25,25 +25,8 @@ pub struct SandboxArgs {
     #[arg(long)]
     no_kubelet: bool,
     /// How long pods take to become Ready on the simulated kubelet, e.g. `500ms`, `2s`.
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
     kubelet_ready_delay: std::time::Duration,
-}
-
-/// Parses `250ms`, `2s` or `1m`.
-fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}"))?;
-    match unit {
-        "ms" => Ok(std::time::Duration::from_millis(n)),
-        "s" | "" => Ok(std::time::Duration::from_secs(n)),
-        "m" => Ok(std::time::Duration::from_secs(n * 60)),
-        _ => Err(format!("invalid duration {text:?}: use ms, s or m")),
-    }
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {

@@ -493,14 +493,50 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
 }
 
 /// Failures retry with per-CriticalService exponential backoff; a CriticalService that keeps
-/// failing is quarantined (retried slowly) and reported.
+/// failing is quarantined (retried slowly) and reported once: a `Degraded` condition and a
+/// Warning Event. The next successful pass recomputes its conditions and clears it.
 fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> Action {
     let retry = ctx.backoffs.failure(&ObjectRef::from_obj(cr.as_ref()));
     ctx.metrics.retry();
     if retry.newly_quarantined {
         tracing::warn!(criticalservice = %cr.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
+        let message = format!("{} consecutive failures, now retrying every {:?}: {error}", retry.attempt, retry.delay);
+        tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
     } else {
         tracing::debug!(criticalservice = %cr.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
     }
     Action::requeue(retry.delay.max(Duration::from_millis(5)))
+}
+
+/// Condition reason of a quarantined CriticalService.
+pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
+
+async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message: String) {
+    use vigil_runtime::conditions::{NewCondition, Status, set};
+    let mut conditions = cr.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    let degraded = NewCondition {
+        type_: super::decide::DEGRADED,
+        status: Status::True,
+        reason: REASON_RECONCILE_FAILING,
+        message: &message,
+        observed_generation: cr.metadata.generation,
+    };
+    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    if set(&mut conditions, &degraded, &now) {
+        let api: Api<CriticalService> = Api::all(ctx.client.clone());
+        let patch = serde_json::json!({"status": {"conditions": conditions}});
+        if let Err(e) = api.patch_status(&cr.name_any(), &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch)).await {
+            tracing::debug!(error = %e, "could not report the quarantine in status");
+        }
+    }
+    let event = KubeEvent {
+        type_: EventType::Warning,
+        reason: REASON_RECONCILE_FAILING.into(),
+        note: Some(message),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
+        tracing::debug!(error = %e, "could not record the quarantine event");
+    }
 }
