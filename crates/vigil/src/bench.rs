@@ -18,6 +18,8 @@ pub enum Bench {
     Sandbox(SandboxBench),
     /// Endpoints settling time after a burst of pod readiness changes, pods × services.
     Endpoints(crate::bench_endpoints::EndpointsBench),
+    /// CriticalService reaction latency and a force-delete burst, Vigil in its own process.
+    CriticalService(crate::bench_critical_service::CriticalServiceBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -47,6 +49,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Sandbox(args) => sandbox(args).await,
         Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
+        Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
     }
 }
 

@@ -2,6 +2,7 @@
 //! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
 
 mod bench;
+mod bench_critical_service;
 mod bench_endpoints;
 mod manifests;
 mod run;
