@@ -1,20 +1,37 @@
 //! CriticalService end to end: the controller runs in-process against a TestEnv (the sandbox
-//! with its simulated kubelet by default), and the article's section 5.4 scenario plays out with
-//! the article's own manifests.
+//! with its simulated kubelet by default). The article's section 5.4 scenario plays out with the
+//! article's own manifests; the other tests cover the product issue's scenarios: readiness
+//! transitions, rolling updates with and without an activation delay, several and overlapping
+//! CriticalServices, edits and deletions, a missing template, API failures, lost watches, and
+//! a settled world that sees no writes.
+//!
+//! Tests that only need the API run on a real cluster too (`VIGIL_TEST_KUBECONFIG`): their
+//! CriticalServices (cluster-scoped) carry the test namespace's suffix, and the controllers of
+//! such tests run one at a time (every controller reconciles every CriticalService, so two
+//! running at once would overwrite each other's statuses). Tests needing sandbox powers (fault
+//! injection, lost watches, loops switched off) skip there.
 
-use std::collections::BTreeSet;
-use std::time::Duration;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, PodTemplate, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
-use kube::api::{Api, DeleteParams, PostParams};
-use tokio::sync::watch;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use serde_json::json;
+use tokio::sync::{oneshot, watch};
 use vigil_apis::CriticalService;
+use vigil_apis::critical_service::{CriticalServiceStatus, ServiceState};
 use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_testenv::vigil_sandbox::{Fault, Loops, SandboxConfig};
 use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, TestEnvOptions, wait_for};
 
 /// The article's service.yaml.
@@ -81,8 +98,37 @@ fn parse<T: serde::de::DeserializeOwned>(yaml: &str, ns: &str) -> T {
     serde_saphyr::from_str(&yaml).expect("manifest")
 }
 
-/// Runs the controller for this test's namespace; dropping the sender stops it.
-async fn start_controller(env: &TestEnv) -> watch::Sender<bool> {
+/// Prefix of fallback pod names (the article's `POD_NAME_PREFIX` default).
+const PREFIX: &str = "service-watcher";
+/// Name of the default PodTemplate (the article's).
+const TEMPLATE_NAME: &str = "critical-service-pod-template";
+/// What "quickly" means for a reaction that needs no delay.
+const QUICK: Duration = Duration::from_secs(5);
+/// The label on everything Vigil creates, as a selector.
+const VIGILS: &str = "app.kubernetes.io/managed-by=vigil";
+
+/// On a real cluster, one controller at a time (see the module documentation).
+static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A controller running for one test; dropping it stops the controller.
+struct Running {
+    /// The controller's metrics registry.
+    metrics: std::sync::Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl Running {
+    /// Stops the controller and waits until it has finished.
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.task.await.expect("controller task");
+    }
+}
+
+/// Creates the CRD (once) and waits until it is served.
+async fn install_crd(env: &TestEnv) {
     let crds: Api<CustomResourceDefinition> = Api::all(env.client());
     match crds
         .create(&PostParams::default(), &CriticalService::crd())
@@ -105,26 +151,456 @@ async fn start_controller(env: &TestEnv) -> watch::Sender<bool> {
     )
     .await
     .expect("CRD served");
+}
+
+/// Runs the controller for this test's namespace.
+async fn start_controller(env: &TestEnv) -> Running {
+    let serial = if env.is_sandbox() {
+        None
+    } else {
+        Some(CLUSTER_SERIAL.lock().await)
+    };
+    install_crd(env).await;
     let settings = Settings {
-        pod_name_prefix: "service-watcher".into(),
+        pod_name_prefix: PREFIX.into(),
         default_template: TemplateKey {
             namespace: env.namespace().into(),
-            name: "critical-service-pod-template".into(),
+            name: TEMPLATE_NAME.into(),
         },
         watched_namespaces: Some(BTreeSet::from([env.namespace().to_owned()])),
     };
     let (leading_tx, leading) = watch::channel(Leadership::Leading);
     let (stop, mut stopped) = watch::channel(false);
-    let metrics = Metrics::new().controller(controller::NAME);
+    let metrics = Metrics::new();
+    let registry = metrics.clone();
     let client = env.client();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let _keep = leading_tx;
         controller::run(client, settings, leading, metrics, |_| {}, async move {
             let _ = stopped.wait_for(|s| *s).await;
         })
         .await;
     });
-    stop
+    Running {
+        metrics: registry,
+        stop,
+        task,
+        _serial: serial,
+    }
+}
+
+/// A name unique to this test (CriticalServices are cluster-scoped).
+fn unique(env: &TestEnv, base: &str) -> String {
+    format!(
+        "{base}-{}",
+        env.namespace().trim_start_matches("vigil-test-")
+    )
+}
+
+fn fallback_name(service: &str) -> String {
+    format!("{PREFIX}-{service}")
+}
+
+fn crs(env: &TestEnv) -> Api<CriticalService> {
+    Api::all(env.client())
+}
+
+/// Creates the default PodTemplate (the article's).
+async fn create_template(env: &TestEnv) {
+    env.api::<PodTemplate>()
+        .create(
+            &PostParams::default(),
+            &parse(POD_TEMPLATE, env.namespace()),
+        )
+        .await
+        .expect("pod template");
+}
+
+/// Creates Service `name` with these labels, selecting `app: name` (the pods of
+/// `TestEnv::create_pod(_, name)`), port 80 → the pods' named port `http`.
+async fn create_service(env: &TestEnv, name: &str, labels: &[(&str, &str)]) -> Service {
+    let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "selector": {"app": name},
+            "ports": [{"name": "http", "port": 80, "targetPort": "http"}]
+        }
+    }))
+    .expect("service");
+    env.api::<Service>()
+        .create(&PostParams::default(), &service)
+        .await
+        .expect("create service")
+}
+
+/// Creates pod `name` selected by Service `app` and waits until it is Ready.
+async fn ready_pod(env: &TestEnv, name: &str, app: &str) -> Pod {
+    env.create_pod(name, app).await.expect("create pod");
+    env.wait_pod(name, true).await.expect("pod ready")
+}
+
+/// Creates a CriticalService covering this test's namespace.
+async fn create_cr(
+    env: &TestEnv,
+    name: &str,
+    match_labels: &[(&str, &str)],
+    activation_delay_seconds: Option<u32>,
+) -> CriticalService {
+    let match_labels: Vec<_> = match_labels
+        .iter()
+        .map(|(key, value)| json!({"key": key, "value": value}))
+        .collect();
+    let cr: CriticalService = serde_json::from_value(json!({
+        "apiVersion": "mycrd.com/v1",
+        "kind": "CriticalService",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": env.namespace(),
+            "matchLabels": match_labels,
+            "activationDelaySeconds": activation_delay_seconds,
+        }
+    }))
+    .expect("critical service");
+    crs(env)
+        .create(&PostParams::default(), &cr)
+        .await
+        .expect("create critical service")
+}
+
+/// Deletes the test's CriticalServices (cluster-scoped, so not removed with the namespace),
+/// then the environment.
+async fn finish(env: TestEnv, cr_names: &[&str]) {
+    for name in cr_names {
+        match crs(&env).delete(name, &DeleteParams::background()).await {
+            Ok(_) | Err(kube::Error::Api(_)) => {}
+            Err(e) => panic!("delete CriticalService {name}: {e}"),
+        }
+    }
+    env.cleanup().await;
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn describe(pod: Option<&Pod>) -> String {
+    match pod {
+        None => "absent".into(),
+        Some(p) => format!(
+            "{} uid={} ready={} terminating={}",
+            p.metadata.name.as_deref().unwrap_or("?"),
+            p.metadata.uid.as_deref().unwrap_or("?"),
+            is_ready(p),
+            p.metadata.deletion_timestamp.is_some()
+        ),
+    }
+}
+
+async fn get_pod(env: &TestEnv, name: &str) -> Result<Option<Pod>, String> {
+    env.api::<Pod>()
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Vigil's pods in the test namespace, by name.
+async fn vigils_pods(env: &TestEnv) -> Result<BTreeMap<String, Pod>, String> {
+    let pods = env
+        .api::<Pod>()
+        .list(&ListParams::default().labels(VIGILS))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(pods
+        .items
+        .into_iter()
+        .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
+        .collect())
+}
+
+/// The pods the EndpointSlices of `service` list as ready endpoints.
+async fn slice_ready_pods(env: &TestEnv, service: &str) -> Result<BTreeSet<String>, String> {
+    let slices = env
+        .api::<EndpointSlice>()
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={service}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(slices
+        .items
+        .iter()
+        .flat_map(|s| &s.endpoints)
+        .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+        .filter_map(|e| e.target_ref.as_ref().and_then(|t| t.name.clone()))
+        .collect())
+}
+
+/// Waits until Vigil's fallback for `service` runs, is Ready and is a ready endpoint of the
+/// Service.
+async fn wait_fallback_answers(env: &TestEnv, service: &str, timeout: Duration) -> Pod {
+    let name = fallback_name(service);
+    let what = format!("fallback {name} to answer for Service {service}");
+    wait_for(&what, timeout, || async {
+        let pod = get_pod(env, &name).await?;
+        let endpoints = slice_ready_pods(env, service).await?;
+        match pod {
+            Some(p)
+                if p.metadata.deletion_timestamp.is_none()
+                    && is_ready(&p)
+                    && endpoints.contains(&name) =>
+            {
+                Ok(Some(p))
+            }
+            p => Err(format!(
+                "pod {}, ready endpoints {endpoints:?}",
+                describe(p.as_ref())
+            )),
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// Waits until Vigil's fallback for `service` is gone.
+async fn wait_fallback_gone(env: &TestEnv, service: &str) {
+    let name = fallback_name(service);
+    let what = format!("fallback {name} to be gone");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        match get_pod(env, &name).await? {
+            None => Ok(Some(())),
+            p => Err(format!("pod {}", describe(p.as_ref()))),
+        }
+    })
+    .await
+    .expect(&what);
+}
+
+/// (name, state, fallback pod) of every covered Service, in status order.
+fn entries(status: &CriticalServiceStatus) -> Vec<(String, ServiceState, Option<String>)> {
+    status
+        .services
+        .iter()
+        .map(|s| (s.name.clone(), s.state, s.fallback_pod.clone()))
+        .collect()
+}
+
+fn entry(
+    name: &str,
+    state: ServiceState,
+    fallback: bool,
+) -> (String, ServiceState, Option<String>) {
+    (
+        name.to_owned(),
+        state,
+        fallback.then(|| fallback_name(name)),
+    )
+}
+
+/// (status, reason) of a condition.
+fn condition(status: &CriticalServiceStatus, type_: &str) -> Option<(String, String)> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+fn is_condition(status: &CriticalServiceStatus, type_: &str, value: &str, reason: &str) -> bool {
+    condition(status, type_) == Some((value.to_owned(), reason.to_owned()))
+}
+
+fn show(status: &CriticalServiceStatus) -> String {
+    let conditions: Vec<_> = status
+        .conditions
+        .iter()
+        .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+        .collect();
+    format!(
+        "covered={} lame={} fallbackActive={} services={:?} conditions={conditions:?}",
+        status.covered,
+        status.lame,
+        status.fallback_active,
+        entries(status)
+    )
+}
+
+/// Waits until the CriticalService's status satisfies `ok` and was computed from its current
+/// generation, returning it.
+async fn wait_status(
+    env: &TestEnv,
+    cr: &str,
+    what: &str,
+    ok: impl Fn(&CriticalServiceStatus) -> bool,
+) -> CriticalServiceStatus {
+    let what = format!("CriticalService {cr}: {what}");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        let current = crs(env).get(cr).await.map_err(|e| e.to_string())?;
+        let status = current.status.unwrap_or_default();
+        if ok(&status) && status.observed_generation == current.metadata.generation {
+            Ok(Some(status))
+        } else {
+            Err(show(&status))
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// Counts as expected: covered, lame, fallback active.
+fn counts(status: &CriticalServiceStatus) -> (u32, u32, u32) {
+    (status.covered, status.lame, status.fallback_active)
+}
+
+/// Waits until one covered Service is Healthy with no fallback, and checks no fallback is left.
+async fn wait_healthy(env: &TestEnv, cr: &str, service: &str) -> CriticalServiceStatus {
+    let status = wait_status(env, cr, &format!("{service} Healthy"), |s| {
+        entries(s) == vec![entry(service, ServiceState::Healthy, false)]
+            && counts(s) == (1, 0, 0)
+            && is_condition(s, "Ready", "True", "AllServicesAnswering")
+            && is_condition(s, "Degraded", "False", "AsExpected")
+    })
+    .await;
+    wait_fallback_gone(env, service).await;
+    status
+}
+
+/// Waits until one covered Service is answered by its fallback, per the status and the cluster.
+async fn wait_fallback_active(env: &TestEnv, cr: &str, service: &str, timeout: Duration) -> Pod {
+    let pod = wait_fallback_answers(env, service, timeout).await;
+    wait_status(env, cr, &format!("{service} FallbackActive"), |s| {
+        entries(s) == vec![entry(service, ServiceState::FallbackActive, true)]
+            && counts(s) == (1, 0, 1)
+            && is_condition(s, "Ready", "True", "AllServicesAnswering")
+    })
+    .await;
+    pod
+}
+
+/// events.k8s.io/v1 Events about a cluster-scoped object (they are recorded in `default`).
+async fn events_about(env: &TestEnv, name: &str) -> Result<Vec<EventV1>, String> {
+    let events: Api<EventV1> = Api::namespaced(env.client(), "default");
+    let list = events
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("CriticalService")
+        })
+        .collect())
+}
+
+/// Waits for an Event with this reason about the CriticalService.
+async fn wait_event(env: &TestEnv, cr: &str, reason: &str) -> EventV1 {
+    let what = format!("a {reason} Event about CriticalService {cr}");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        let events = events_about(env, cr).await?;
+        match events.iter().find(|e| e.reason.as_deref() == Some(reason)) {
+            Some(e) => Ok(Some(e.clone())),
+            None => Err(format!(
+                "events: {:?}",
+                events.iter().map(|e| &e.reason).collect::<Vec<_>>()
+            )),
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// The resourceVersions of a CriticalService, some pods, and the Events about the
+/// CriticalService: what a write would change.
+async fn versions(env: &TestEnv, cr: &str, pods: &[&str]) -> BTreeMap<String, Option<String>> {
+    let mut out = BTreeMap::new();
+    let current = crs(env).get(cr).await.expect("get CriticalService");
+    out.insert(
+        format!("criticalservice/{cr}"),
+        current.metadata.resource_version,
+    );
+    for name in pods {
+        let pod = get_pod(env, name).await.expect("get pod");
+        out.insert(
+            format!("pod/{name}"),
+            pod.and_then(|p| p.metadata.resource_version),
+        );
+    }
+    for event in events_about(env, cr).await.expect("list events") {
+        out.insert(
+            format!("event/{}", event.metadata.name.unwrap_or_default()),
+            event.metadata.resource_version,
+        );
+    }
+    out
+}
+
+/// Asserts a settled controller writes nothing for a while: the CriticalService, the given pods
+/// and the Events about the CriticalService keep their resourceVersions.
+async fn assert_no_writes(env: &TestEnv, cr: &str, pods: &[&str]) {
+    let before = versions(env, cr, pods).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = versions(env, cr, pods).await;
+    assert_eq!(before, after, "a settled controller writes nothing");
+}
+
+/// Every Vigil pod that appears after [`Creations::start`], with when it was seen: a watch, so
+/// a fallback created and deleted between two polls is still caught.
+struct Creations {
+    seen: Arc<Mutex<Vec<(Instant, String)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Creations {
+    async fn start(env: &TestEnv) -> Self {
+        let api = env.api::<Pod>();
+        let seen: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
+        let (synced_tx, synced) = oneshot::channel();
+        let record = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            let mut synced_tx = Some(synced_tx);
+            let mut known = BTreeSet::new();
+            let config = watcher::Config::default().labels(VIGILS);
+            let mut events = watcher(api, config).default_backoff().boxed();
+            while let Some(event) = events.next().await {
+                let pod = match event {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = synced_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod)) => pod,
+                    _ => continue,
+                };
+                let uid = pod.metadata.uid.clone().unwrap_or_default();
+                // Pods already there when the recording started are not creations.
+                if known.insert(uid) && synced_tx.is_none() {
+                    let name = pod.metadata.name.unwrap_or_default();
+                    record
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((Instant::now(), name));
+                }
+            }
+        });
+        synced.await.expect("watch on Vigil's pods synced");
+        Self { seen, task }
+    }
+
+    fn seen(&self) -> Vec<(Instant, String)> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+impl Drop for Creations {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 async fn endpoint_ips(env: &TestEnv, service: &str) -> Result<Vec<String>, String> {
@@ -343,5 +819,786 @@ async fn a_foreign_pod_with_the_fallback_name_is_left_alone() {
     crs.delete("frontend", &DeleteParams::background())
         .await
         .expect("delete CR");
+    env.cleanup().await;
+}
+
+/// A ready pod keeps the Service Healthy with no fallback; the pod turning NotReady brings the
+/// fallback at once; the pod Ready again retires it, but only once the EndpointSlice lists the
+/// real pod as a ready endpoint.
+#[tokio::test]
+async fn readiness_transitions_bring_and_retire_the_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+
+    wait_healthy(&env, &cr, "web").await;
+    assert_eq!(
+        vigils_pods(&env).await.expect("list").len(),
+        0,
+        "no fallback for a healthy Service"
+    );
+
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    let fallback = wait_fallback_active(&env, &cr, "web", QUICK).await;
+
+    env.make_pod_ready("web-0").await.expect("ready again");
+    // The fallback may only go once web-0 is a ready endpoint in the slices: when it is seen
+    // going, the slices must already list web-0 (they never drop it again in this test).
+    let slices_when_retired = wait_for(
+        "the fallback to start going after web-0 is Ready again",
+        SETTLE_TIMEOUT,
+        || async {
+            let pod = get_pod(&env, &fallback_name("web")).await?;
+            match pod {
+                Some(p)
+                    if p.metadata.uid == fallback.metadata.uid
+                        && p.metadata.deletion_timestamp.is_none() =>
+                {
+                    Err(format!("still answering: {}", describe(Some(&p))))
+                }
+                _ => Ok(Some(slice_ready_pods(&env, "web").await?)),
+            }
+        },
+    )
+    .await
+    .expect("fallback retired");
+    assert!(
+        slices_when_retired.contains("web-0"),
+        "the fallback went before web-0 was a ready endpoint: {slices_when_retired:?}"
+    );
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
+/// The same retirement rule, made deterministic with the sandbox's EndpointSlice loop switched
+/// off and the slice written by hand: a Ready pod the slice does not list as ready (or a slice
+/// listing only the fallback) keeps the fallback.
+#[tokio::test]
+async fn the_fallback_stays_until_the_slice_lists_a_real_ready_endpoint() {
+    let env = TestEnv::start_with(TestEnvOptions {
+        sandbox: SandboxConfig {
+            loops: Loops {
+                endpoints: false,
+                ..Loops::default()
+            },
+            ..SandboxConfig::default()
+        },
+        ..TestEnvOptions::with_kubelet()
+    })
+    .await
+    .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let ns = env.namespace().to_owned();
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    let web0 = ready_pod(&env, "web-0", "web").await;
+    let web0_ip = web0.status.and_then(|s| s.pod_ip).expect("web-0 ip");
+    let slices = env.api::<EndpointSlice>();
+    let write_slice = |endpoints: Vec<(String, String, bool)>| {
+        let endpoints: Vec<_> = endpoints
+            .into_iter()
+            .map(|(pod, ip, ready)| {
+                json!({
+                    "addresses": [ip],
+                    "conditions": {"ready": ready},
+                    "targetRef": {"kind": "Pod", "namespace": ns, "name": pod}
+                })
+            })
+            .collect();
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "web-by-hand", "labels": {"kubernetes.io/service-name": "web"}},
+            "addressType": "IPv4",
+            "endpoints": endpoints,
+            "ports": [{"name": "http", "port": 8080, "protocol": "TCP"}]
+        });
+        let slices = slices.clone();
+        async move {
+            slices
+                .patch(
+                    "web-by-hand",
+                    &PatchParams::apply("the-test").force(),
+                    &Patch::Apply(&slice),
+                )
+                .await
+                .expect("write the slice");
+        }
+    };
+    write_slice(vec![("web-0".into(), web0_ip.clone(), true)]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    write_slice(vec![("web-0".into(), web0_ip.clone(), false)]).await;
+    let name = fallback_name("web");
+    let fallback = wait_for("the fallback to run", QUICK, || async {
+        match get_pod(&env, &name).await? {
+            Some(p) if is_ready(&p) => Ok(Some(p)),
+            p => Err(describe(p.as_ref())),
+        }
+    })
+    .await
+    .expect("fallback");
+    let fallback_ip = fallback
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ip.clone())
+        .expect("fallback ip");
+    // The slice lists the fallback as ready and web-0 as not ready; web-0 turns Ready.
+    write_slice(vec![
+        ("web-0".into(), web0_ip.clone(), false),
+        (name.clone(), fallback_ip.clone(), true),
+    ])
+    .await;
+    env.make_pod_ready("web-0").await.expect("ready again");
+    let deadline = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < deadline {
+        let pod = get_pod(&env, &name).await.expect("get fallback");
+        assert!(
+            pod.as_ref()
+                .is_some_and(|p| p.metadata.uid == fallback.metadata.uid
+                    && p.metadata.deletion_timestamp.is_none()),
+            "the fallback must stay while the slice lists no real ready endpoint: {}",
+            describe(pod.as_ref())
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = crs(&env)
+        .get(&cr)
+        .await
+        .expect("cr")
+        .status
+        .expect("status");
+    assert_eq!(
+        entries(&status),
+        vec![entry("web", ServiceState::FallbackActive, true)],
+        "{}",
+        show(&status)
+    );
+
+    // The slice catches up: the fallback goes.
+    write_slice(vec![
+        ("web-0".into(), web0_ip, true),
+        (name, fallback_ip, true),
+    ])
+    .await;
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
+/// Replacing the only pod without an activation delay: a fallback may stand in while no pod is
+/// ready, and goes once the new pod is a ready endpoint.
+#[tokio::test]
+async fn a_rolling_update_without_activation_delay_ends_without_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+
+    env.delete_pod_as_kubelet_would("web-0")
+        .await
+        .expect("delete web-0");
+    ready_pod(&env, "web-1", "web").await;
+    wait_for(
+        "web-1 to be the only ready endpoint",
+        SETTLE_TIMEOUT,
+        || async {
+            let ready = slice_ready_pods(&env, "web").await?;
+            if ready == BTreeSet::from(["web-1".to_owned()]) {
+                Ok(Some(()))
+            } else {
+                Err(format!("ready endpoints {ready:?}"))
+            }
+        },
+    )
+    .await
+    .expect("web-1 answers alone");
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
+/// With `activationDelaySeconds: 2`, replacing the pod quickly creates no fallback at all (a
+/// watch on Vigil's pods sees none during the window); an outage longer than the delay gets one,
+/// not before the delay is over.
+#[tokio::test]
+async fn an_activation_delay_rides_out_a_quick_replacement_but_not_an_outage() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], Some(2)).await;
+    wait_healthy(&env, &cr, "web").await;
+    let creations = Creations::start(&env).await;
+
+    // A quick replacement: the old pod goes, the new one is ready well within 2 s.
+    let outage = Instant::now();
+    env.delete_pod_as_kubelet_would("web-0")
+        .await
+        .expect("delete web-0");
+    ready_pod(&env, "web-1", "web").await;
+    assert!(
+        outage.elapsed() < Duration::from_millis(1500),
+        "the replacement was not quick: {:?}",
+        outage.elapsed()
+    );
+    wait_healthy(&env, &cr, "web").await;
+    // Past the end of the delay, nothing was ever created.
+    let window_end = outage + Duration::from_millis(2500);
+    tokio::time::sleep_until(window_end.into()).await;
+    assert_eq!(
+        creations.seen(),
+        vec![],
+        "no fallback within the activation delay"
+    );
+
+    // A long outage: Lame for the delay, then the fallback.
+    let outage = Instant::now();
+    env.delete_pod_as_kubelet_would("web-1")
+        .await
+        .expect("delete web-1");
+    wait_status(&env, &cr, "web Lame during the delay", |s| {
+        entries(s) == vec![entry("web", ServiceState::Lame, false)]
+            && counts(s) == (1, 1, 0)
+            && is_condition(s, "Ready", "False", "ServicesLame")
+    })
+    .await;
+    assert!(
+        outage.elapsed() < Duration::from_secs(2),
+        "Lame seen too late to tell: {:?}",
+        outage.elapsed()
+    );
+    wait_fallback_active(&env, &cr, "web", Duration::from_secs(2) + QUICK).await;
+    let seen = creations.seen();
+    assert_eq!(
+        seen.iter()
+            .map(|(_, name)| name.as_str())
+            .collect::<Vec<_>>(),
+        vec![fallback_name("web").as_str()],
+        "exactly one fallback"
+    );
+    let after = seen[0].0.duration_since(outage);
+    assert!(
+        after >= Duration::from_millis(1900),
+        "the fallback came {after:?} into the outage, before the 2 s delay"
+    );
+    finish(env, &[&cr]).await;
+}
+
+/// One CriticalService matching several Services: each lame one gets exactly one fallback, the
+/// healthy one and a Service it does not match get none, and the status lists all it covers.
+#[tokio::test]
+async fn one_critical_service_covers_several_services() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "shop");
+    create_template(&env).await;
+    for name in ["api", "cart", "web"] {
+        create_service(&env, name, &[("critical", "true")]).await;
+    }
+    create_service(&env, "batch", &[("critical", "false")]).await;
+    ready_pod(&env, "api-0", "api").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+
+    wait_fallback_answers(&env, "cart", SETTLE_TIMEOUT).await;
+    wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
+    let status = wait_status(&env, &cr, "api Healthy, cart and web FallbackActive", |s| {
+        entries(s)
+            == vec![
+                entry("api", ServiceState::Healthy, false),
+                entry("cart", ServiceState::FallbackActive, true),
+                entry("web", ServiceState::FallbackActive, true),
+            ]
+            && counts(s) == (3, 0, 2)
+            && is_condition(s, "Ready", "True", "AllServicesAnswering")
+    })
+    .await;
+    assert!(
+        status
+            .services
+            .iter()
+            .all(|s| s.namespace == env.namespace())
+    );
+    let pods = vigils_pods(&env).await.expect("list");
+    let by_service: Vec<_> = pods
+        .values()
+        .map(|p| {
+            let labels = p.metadata.labels.clone().unwrap_or_default();
+            (
+                p.metadata.name.clone().unwrap_or_default(),
+                labels.get("vigil.dev/service").cloned().unwrap_or_default(),
+                labels.get("app").cloned().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_service,
+        vec![
+            (fallback_name("cart"), "cart".into(), "cart".into()),
+            (fallback_name("web"), "web".into(), "web".into()),
+        ],
+        "one fallback per lame covered Service, selected by it"
+    );
+    finish(env, &[&cr]).await;
+}
+
+/// Two CriticalServices covering one Service: a single fallback, owned by the one with the
+/// smaller name; both statuses report it. Deleting the owner hands the Service to the other.
+#[tokio::test]
+async fn overlapping_critical_services_share_one_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let first = unique(&env, "a");
+    let second = unique(&env, "b");
+    create_template(&env).await;
+    create_cr(&env, &second, &[("critical", "true")], None).await;
+    create_cr(&env, &first, &[("team", "shop")], None).await;
+    create_service(&env, "web", &[("critical", "true"), ("team", "shop")]).await;
+
+    let fallback = wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
+    for cr in [&first, &second] {
+        wait_status(&env, cr, "web answered by its fallback", |s| {
+            entries(s) == vec![entry("web", ServiceState::FallbackActive, true)]
+                && counts(s) == (1, 0, 1)
+        })
+        .await;
+    }
+    let pods = vigils_pods(&env).await.expect("list");
+    assert_eq!(pods.len(), 1, "one fallback: {:?}", pods.keys());
+    let owner = |pod: &Pod| {
+        let refs = pod.metadata.owner_references.clone().unwrap_or_default();
+        let label = pod
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("vigil.dev/critical-service").cloned());
+        (refs.into_iter().map(|r| r.name).collect::<Vec<_>>(), label)
+    };
+    assert_eq!(
+        owner(&fallback),
+        (vec![first.clone()], Some(first.clone())),
+        "owned by the smaller name"
+    );
+
+    // The owner goes (its fallback with it): the other CriticalService takes over.
+    crs(&env)
+        .delete(&first, &DeleteParams::background())
+        .await
+        .expect("delete the owner");
+    let what = format!("a fallback owned by {second}");
+    let taken_over = wait_for(&what, SETTLE_TIMEOUT, || async {
+        match get_pod(&env, &fallback_name("web")).await? {
+            Some(p)
+                if p.metadata.uid != fallback.metadata.uid
+                    && owner(&p) == (vec![second.clone()], Some(second.clone())) =>
+            {
+                Ok(Some(p))
+            }
+            p => Err(describe(p.as_ref())),
+        }
+    })
+    .await
+    .expect(&what);
+    assert!(taken_over.metadata.deletion_timestamp.is_none());
+    wait_fallback_active(&env, &second, "web", SETTLE_TIMEOUT).await;
+    assert_eq!(vigils_pods(&env).await.expect("list").len(), 1);
+    finish(env, &[&first, &second]).await;
+}
+
+/// A CriticalService edited so it no longer matches the Service: its fallback goes.
+#[tokio::test]
+async fn a_critical_service_edited_to_stop_matching_deletes_its_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+
+    let patch = json!({"spec": {"matchLabels": [{"key": "critical", "value": "no"}]}});
+    crs(&env)
+        .patch(&cr, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("edit matchLabels");
+    wait_fallback_gone(&env, "web").await;
+    // (The emptied `services` list itself: see `a_status_covering_nothing_lists_no_services`.)
+    wait_status(&env, &cr, "nothing covered", |s| {
+        counts(s) == (0, 0, 0) && is_condition(s, "Ready", "True", "AllServicesAnswering")
+    })
+    .await;
+    assert!(vigils_pods(&env).await.expect("list").is_empty());
+    finish(env, &[&cr]).await;
+}
+
+/// A covered Service deleted: its fallback goes.
+#[tokio::test]
+async fn deleting_the_service_deletes_its_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+
+    env.api::<Service>()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the service");
+    wait_fallback_gone(&env, "web").await;
+    wait_status(&env, &cr, "nothing covered", |s| counts(s) == (0, 0, 0)).await;
+    finish(env, &[&cr]).await;
+}
+
+/// A CriticalService that stops covering its last Service lists no Service in its status.
+#[tokio::test]
+async fn a_status_covering_nothing_lists_no_services() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+
+    env.api::<Service>()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the service");
+    wait_status(&env, &cr, "no Service listed", |s| {
+        s.services.is_empty() && counts(s) == (0, 0, 0)
+    })
+    .await;
+    finish(env, &[&cr]).await;
+}
+
+/// The Service's selector changes, so the old fallback is no longer selected: it is rebuilt with
+/// the new selector's labels and answers again.
+#[tokio::test]
+async fn a_changed_service_selector_rebuilds_the_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    let old = wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+
+    let patch = json!({"spec": {"selector": {"app": "web-v2"}}});
+    env.api::<Service>()
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("change the selector");
+    let name = fallback_name("web");
+    let rebuilt = wait_for(
+        "the fallback to be rebuilt with app=web-v2 and answer",
+        SETTLE_TIMEOUT,
+        || async {
+            let pod = get_pod(&env, &name).await?;
+            let endpoints = slice_ready_pods(&env, "web").await?;
+            match pod {
+                Some(p)
+                    if p.metadata.uid != old.metadata.uid
+                        && p.metadata.deletion_timestamp.is_none()
+                        && endpoints.contains(&name) =>
+                {
+                    Ok(Some(p))
+                }
+                p => Err(format!(
+                    "pod {}, ready endpoints {endpoints:?}",
+                    describe(p.as_ref())
+                )),
+            }
+        },
+    )
+    .await
+    .expect("rebuilt");
+    let labels = rebuilt.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("app").map(String::as_str), Some("web-v2"));
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+    assert_eq!(vigils_pods(&env).await.expect("list").len(), 1);
+    finish(env, &[&cr]).await;
+}
+
+/// No PodTemplate: the CriticalService is Degraded (PodTemplateNotFound) with a Warning Event,
+/// and creates nothing; the template arriving brings the fallback and clears Degraded.
+#[tokio::test]
+async fn a_missing_pod_template_degrades_until_it_is_created() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+
+    wait_status(&env, &cr, "Degraded PodTemplateNotFound, web Lame", |s| {
+        is_condition(s, "Degraded", "True", "PodTemplateNotFound")
+            && is_condition(s, "Ready", "False", "ServicesLame")
+            && entries(s) == vec![entry("web", ServiceState::Lame, false)]
+            && counts(s) == (1, 1, 0)
+    })
+    .await;
+    let warning = wait_event(&env, &cr, "PodTemplateNotFound").await;
+    assert_eq!(warning.type_.as_deref(), Some("Warning"));
+    let note = warning.note.unwrap_or_default();
+    assert!(note.contains(TEMPLATE_NAME), "{note}");
+    assert!(vigils_pods(&env).await.expect("list").is_empty());
+
+    create_template(&env).await;
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+    wait_status(&env, &cr, "Degraded False", |s| {
+        is_condition(s, "Degraded", "False", "AsExpected")
+    })
+    .await;
+    finish(env, &[&cr]).await;
+}
+
+/// Failing API calls (pod creation, the status write, pod deletion) are retried: the fallback
+/// still comes and goes, and the world settles with no further writes.
+#[tokio::test]
+async fn injected_api_failures_are_retried() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    sandbox.inject(Fault::fail("create", "pods", 500, 3));
+    sandbox.inject(Fault::fail("patch", "criticalservices/status", 500, 2));
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+    assert_eq!(vigils_pods(&env).await.expect("list").len(), 1);
+    assert_no_writes(&env, &cr, &[&fallback_name("web")]).await;
+
+    // Deleting the fallback fails too, at first (only Vigil deletes pods here: the kubelet
+    // finishes a deletion only once Vigil's has gone through).
+    sandbox.inject(Fault::fail("delete", "pods", 500, 2));
+    ready_pod(&env, "web-0", "web").await;
+    wait_healthy(&env, &cr, "web").await;
+    wait_event(&env, &cr, "FallbackDeleted").await;
+    assert_no_writes(&env, &cr, &["web-0"]).await;
+    finish(env, &[&cr]).await;
+}
+
+/// Every watch closed (an API server restart): the controller's watches resume without a
+/// restart of the controller, and later transitions are still acted on.
+#[tokio::test]
+async fn closed_watches_resume_and_transitions_are_still_acted_on() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+
+    sandbox.close_watches();
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    wait_fallback_active(&env, &cr, "web", QUICK).await;
+
+    sandbox.close_watches();
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
+/// Every watch closed and the event log compacted (so every watch must list again): the caches
+/// recover without a restart, and later transitions are still acted on within seconds.
+#[tokio::test]
+async fn a_compacted_event_log_does_not_blind_the_controller() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+
+    sandbox.close_watches();
+    sandbox.compact(0);
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    wait_fallback_active(&env, &cr, "web", QUICK).await;
+
+    sandbox.close_watches();
+    sandbox.compact(0);
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
+/// A settled controller makes no writes: the CriticalService, the fallback, the real pod and
+/// the Events about the CriticalService keep their resourceVersions.
+#[tokio::test]
+async fn a_settled_controller_makes_no_writes() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_service(&env, "api", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+
+    wait_fallback_answers(&env, "api", SETTLE_TIMEOUT).await;
+    wait_status(&env, &cr, "web Healthy, api FallbackActive", |s| {
+        entries(s)
+            == vec![
+                entry("api", ServiceState::FallbackActive, true),
+                entry("web", ServiceState::Healthy, false),
+            ]
+            && counts(s) == (2, 0, 1)
+    })
+    .await;
+    // The apply step records its Events after the status: wait for them before measuring.
+    wait_event(&env, &cr, "FallbackCreated").await;
+    assert_no_writes(&env, &cr, &[&fallback_name("api"), "web-0"]).await;
+    finish(env, &[&cr]).await;
+}
+
+/// A controller restarted (a new leader, a new version) into an unchanged world writes nothing,
+/// even when its pod cache fills later than its CriticalService cache (a slow pod list).
+#[tokio::test]
+async fn a_restarted_controller_with_nothing_changed_writes_nothing() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    let first = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+    first.stop().await;
+
+    let creations = Creations::start(&env).await;
+    let before = versions(&env, &cr, &["web-0"]).await;
+    sandbox.inject(Fault::slow("list", "pods", Duration::from_millis(400)));
+    let _second = start_controller(&env).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    sandbox.clear_faults();
+    assert_eq!(
+        creations.seen(),
+        vec![],
+        "no fallback for a healthy Service"
+    );
+    let status = crs(&env).get(&cr).await.expect("cr").status;
+    assert_eq!(
+        before,
+        versions(&env, &cr, &["web-0"]).await,
+        "nothing written; status now {}",
+        show(&status.unwrap_or_default())
+    );
+    finish(env, &[&cr]).await;
+}
+
+/// A lame Service no CriticalService covers is counted in `vigil_lame_services`, and stops being
+/// counted once it answers.
+#[tokio::test]
+async fn lame_uncovered_services_are_counted() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    vigil_testenv::require_sandbox!(env);
+    let controller = start_controller(&env).await;
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "plain"},
+        "spec": {"selector": {"app": "plain"}, "ports": [{"port": 80}]}
+    }))
+    .expect("service");
+    env.api::<Service>()
+        .create(&PostParams::default(), &svc)
+        .await
+        .expect("service");
+    let gauge = |text: &str| {
+        text.lines()
+            .find(|l| l.starts_with("vigil_lame_services "))
+            .map(str::to_owned)
+    };
+    let metrics = controller.metrics.clone();
+    wait_for(
+        "vigil_lame_services to count the lame Service",
+        SETTLE_TIMEOUT,
+        || {
+            let line = gauge(&metrics.encode());
+            async move {
+                if line.as_deref() == Some("vigil_lame_services 1") {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{line:?}"))
+                }
+            }
+        },
+    )
+    .await
+    .expect("counted");
+    env.create_pod("plain-0", "plain").await.expect("pod");
+    wait_for(
+        "vigil_lame_services to drop once it answers",
+        SETTLE_TIMEOUT,
+        || {
+            let line = gauge(&metrics.encode());
+            async move {
+                if line.as_deref() == Some("vigil_lame_services 0") {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{line:?}"))
+                }
+            }
+        },
+    )
+    .await
+    .expect("uncounted");
+    controller.stop().await;
     env.cleanup().await;
 }

@@ -181,7 +181,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             client.clone(),
             settings,
             leadership,
-            metrics.controller(critical_service::NAME),
+            metrics.clone(),
             move |ok| ready_health.set_ready(critical_service::NAME, ok),
             shutdown(),
         )));

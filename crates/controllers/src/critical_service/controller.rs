@@ -15,14 +15,16 @@ use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, ReconcileResult};
+use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 
 use super::cache::{self, SERVICE_NAME_LABEL};
 use super::decide::{covers, decide};
+use super::lame;
 use super::model::{
     CRITICAL_SERVICE_LABEL, CriticalServiceView, Inputs, Plan, Settings, TemplateKey,
     TemplateLookup,
@@ -103,11 +105,18 @@ pub async fn run(
     client: Client,
     settings: Settings,
     leadership: watch::Receiver<Leadership>,
-    metrics: ControllerMetrics,
+    registry: Arc<Metrics>,
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
     let namespaces = settings.watched_namespaces.clone();
+    let metrics = registry.controller(NAME);
+    let lame_gauge = Gauge::<i64>::default();
+    registry.register(
+        "vigil_lame_services",
+        "Services with a selector and no ready endpoint that no CriticalService covers",
+        lame_gauge.clone(),
+    );
     let (crs, cr_writer) = reflector::store();
     let (services, service_writer) = reflector::store();
     let (pods, pod_writer) = reflector::store();
@@ -184,6 +193,13 @@ pub async fn run(
         ),
     });
 
+    tokio::spawn(report_lame_services(
+        caches.clone(),
+        ctx.settings.clone(),
+        lame_gauge,
+        leadership.clone(),
+    ));
+
     // Readiness: every cache synced once.
     let ready_caches = caches.clone();
     tokio::spawn(async move {
@@ -226,6 +242,10 @@ pub async fn run(
         move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
 
     Controller::for_stream(cr_stream, crs)
+        // Each stream backs off on its own (`default_backoff` above); the controller's shared
+        // trigger backoff would stall every stream when one of them errs (a 410 on one watch
+        // would blind the controller to all the others for seconds).
+        .trigger_backoff(NoBackoff)
         .watches_stream(service_stream, for_service)
         .watches_stream(pod_stream, for_pod)
         .watches_stream(slice_stream, for_slice)
@@ -378,7 +398,78 @@ async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action
     result
 }
 
+/// How often lame, uncovered Services are looked for.
+const LAME_REPORT_INTERVAL: Duration = Duration::from_secs(2);
+
+/// Logs Services that turn lame or answer again while no CriticalService covers them, and keeps
+/// `vigil_lame_services` current, as the article's first scripts did. Read-only: from the caches.
+async fn report_lame_services(
+    caches: Caches,
+    settings: Settings,
+    gauge: Gauge<i64>,
+    leadership: watch::Receiver<Leadership>,
+) {
+    let mut known = BTreeSet::new();
+    let mut tick = tokio::time::interval(LAME_REPORT_INTERVAL);
+    loop {
+        tick.tick().await;
+        if caches.services.wait_until_ready().await.is_err()
+            || caches.slices.wait_until_ready().await.is_err()
+        {
+            return;
+        }
+        let services: Vec<_> = caches
+            .services
+            .state()
+            .iter()
+            .map(|s| cache::service_view(s))
+            .collect();
+        let crs: Vec<_> = caches.crs.state().iter().map(|c| view(c)).collect();
+        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()));
+        let now = lame::lame_uncovered(&services, &slices, &crs, &settings);
+        gauge.set(i64::try_from(now.len()).unwrap_or(i64::MAX));
+        // Only the leader logs, so a pair of replicas does not report everything twice.
+        if *leadership.borrow() == Leadership::Leading {
+            let (lame, answering) = lame::changes(&known, &now);
+            for (ns, name) in lame {
+                tracing::warn!(service = %format!("{ns}/{name}"), "Service is lame: no ready endpoint, and no CriticalService covers it");
+            }
+            for (ns, name) in answering {
+                tracing::info!(service = %format!("{ns}/{name}"), "Service answers again");
+            }
+        }
+        known = now;
+    }
+}
+
+/// No extra delay: see `trigger_backoff` in [`run`].
+struct NoBackoff;
+
+impl Iterator for NoBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NoBackoff {
+    fn reset(&mut self) {}
+}
+
 async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, Error> {
+    // kube-runtime waits only for the CriticalService cache; deciding on half-filled caches of
+    // Services, pods or slices would create fallbacks for healthy Services after every start.
+    let caches = &ctx.caches;
+    let (services, pods, slices, templates) = tokio::join!(
+        caches.services.wait_until_ready(),
+        caches.pods.wait_until_ready(),
+        caches.slices.wait_until_ready(),
+        caches.templates.wait_until_ready()
+    );
+    if services.is_err() || pods.is_err() || slices.is_err() || templates.is_err() {
+        // A writer was dropped: the controller is shutting down.
+        return Ok(Action::await_change());
+    }
     let plan = {
         let caches = &ctx.caches;
         let all_crs: Vec<CriticalServiceView> =
@@ -463,7 +554,11 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
     }
     if cr.status.as_ref() != Some(&plan.status) {
         let api: Api<CriticalService> = Api::all(ctx.client.clone());
-        let patch = serde_json::json!({"status": plan.status});
+        // A merge patch leaves out what serializes as absent: send the lists that may have been
+        // emptied explicitly, or an emptied list would stay in the stored status forever.
+        let mut patch = serde_json::json!({"status": plan.status});
+        patch["status"]["services"] = serde_json::json!(plan.status.services);
+        patch["status"]["conditions"] = serde_json::json!(plan.status.conditions);
         api.patch_status(
             &cr.name_any(),
             &PatchParams::apply(FIELD_MANAGER),
@@ -500,7 +595,10 @@ fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> A
     ctx.metrics.retry();
     if retry.newly_quarantined {
         tracing::warn!(criticalservice = %cr.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
-        let message = format!("{} consecutive failures, now retrying every {:?}: {error}", retry.attempt, retry.delay);
+        let message = format!(
+            "{} consecutive failures, now retrying every {:?}: {error}",
+            retry.attempt, retry.delay
+        );
         tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
     } else {
         tracing::debug!(criticalservice = %cr.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
@@ -513,7 +611,11 @@ pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
 
 async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message: String) {
     use vigil_runtime::conditions::{NewCondition, Status, set};
-    let mut conditions = cr.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    let mut conditions = cr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.clone())
+        .unwrap_or_default();
     let degraded = NewCondition {
         type_: super::decide::DEGRADED,
         status: Status::True,
@@ -521,11 +623,19 @@ async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message:
         message: &message,
         observed_generation: cr.metadata.generation,
     };
-    let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     if set(&mut conditions, &degraded, &now) {
         let api: Api<CriticalService> = Api::all(ctx.client.clone());
         let patch = serde_json::json!({"status": {"conditions": conditions}});
-        if let Err(e) = api.patch_status(&cr.name_any(), &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch)).await {
+        if let Err(e) = api
+            .patch_status(
+                &cr.name_any(),
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
             tracing::debug!(error = %e, "could not report the quarantine in status");
         }
     }

@@ -422,19 +422,21 @@ fn create(
 
 /// How much of the activation delay is left, if any. The Service has been lame since its previous
 /// entry's `since` when that entry was Lame or FallbackActive (the outage was already running),
-/// else since now.
+/// else since now, counted as the status will store it (see [`stored_now`]).
 fn remaining_delay(inputs: &Inputs<'_>, before: Option<&CoveredService>) -> Option<Duration> {
     let delay_ms = i64::from(inputs.cr.spec.activation_delay_seconds.unwrap_or(0)) * 1000;
+    let now_as_stored = stored_now(inputs.now);
     let lame_since = before
         .filter(|b| matches!(b.state, ServiceState::Lame | ServiceState::FallbackActive))
         .and_then(|b| b.since.as_ref())
-        .map_or(inputs.now, |t| t.0);
-    // A `since` in the future (clock skew) counts as "just now", never as a longer wait.
+        .map_or(now_as_stored, |t| t.0)
+        // A `since` in the future (clock skew) counts as "just now", never as a longer wait.
+        .min(now_as_stored);
+    // Below zero by less than a second when `since` is this pass's rounded-up now.
     let elapsed_ms = inputs
         .now
         .as_millisecond()
-        .saturating_sub(lame_since.as_millisecond())
-        .max(0);
+        .saturating_sub(lame_since.as_millisecond());
     let remaining_ms = delay_ms.saturating_sub(elapsed_ms);
     u64::try_from(remaining_ms)
         .ok()
@@ -531,7 +533,17 @@ fn since(before: Option<&CoveredService>, state: ServiceState, now: Timestamp) -
     before
         .filter(|b| b.state == state)
         .and_then(|b| b.since.clone())
-        .unwrap_or(Time(now))
+        .unwrap_or(Time(stored_now(now)))
+}
+
+/// `now` rounded up to a whole second, as a new `since` is written. The API keeps a `Time` to
+/// the second (`metav1.Time`), so a `since` written with its fraction comes back up to a second
+/// earlier than the change it marks, and an activation delay measured from it would run out up
+/// to a second early (a 1 s delay almost at once). Rounded up, it comes back unchanged and never
+/// earlier than the change: the delay runs out on time or less than a second late, never early.
+fn stored_now(now: Timestamp) -> Timestamp {
+    let up = i64::from(now.subsec_nanosecond() > 0);
+    Timestamp::from_second(now.as_second().saturating_add(up)).unwrap_or(now)
 }
 
 /// The full status: entries, counts, and the conditions updated from the previous ones.
@@ -1160,6 +1172,42 @@ mod tests {
         assert_eq!(due.requeue_after, None);
         assert_eq!(entry(&due, "web").state, ServiceState::FallbackActive);
         assert_eq!(entry(&due, "web").since, Some(Time(at(1_060))));
+    }
+
+    #[test]
+    fn an_activation_delay_is_never_cut_short_by_the_stored_second() {
+        // Between passes the status goes through the API, which keeps times to the second.
+        fn through_the_api(world: &mut World) {
+            let json = serde_json::to_string(&world.cr.status).expect("serialize status");
+            world.cr.status = serde_json::from_str(&json).expect("deserialize status");
+        }
+        let ms = |ms: i64| Timestamp::from_millisecond(ms).expect("valid time");
+        let mut world = World::new();
+        world.cr.spec.activation_delay_seconds = Some(2);
+        world.now = ms(1_000_200);
+        let first = world.pass();
+        through_the_api(&mut world);
+        assert!(first.create.is_empty());
+        assert_eq!(
+            entry(&first, "web").since,
+            Some(Time(at(1_001))),
+            "rounded up"
+        );
+        assert_eq!(first.requeue_after, Some(Duration::from_millis(2_800)));
+        let stored = world.cr.status.clone();
+
+        // 1.8 s into the outage: the stored `since` must not make it look like 2 s.
+        world.now = ms(1_002_000);
+        let early = world.pass();
+        through_the_api(&mut world);
+        assert!(early.create.is_empty(), "created 1.8 s into a 2 s delay");
+        assert_eq!(early.requeue_after, Some(Duration::from_secs(1)));
+        assert_eq!(Some(early.status), stored, "nothing to write while waiting");
+
+        world.now = ms(1_003_000);
+        let due = world.pass();
+        assert_eq!(due.create.len(), 1);
+        assert_eq!(entry(&due, "web").since, Some(Time(at(1_003))));
     }
 
     #[test]

@@ -6,4 +6,5 @@ mod cache;
 pub mod controller;
 pub mod decide;
 pub mod fallback;
+pub mod lame;
 pub mod model;
