@@ -4,6 +4,7 @@
 mod bench;
 mod bench_critical_service;
 mod bench_endpoints;
+mod demo;
 mod manifests;
 mod run;
 mod sandbox;
@@ -25,6 +26,8 @@ struct Cli {
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or in-cluster).
     Run(run::RunArgs),
+    /// See Vigil work in seconds: the article's CriticalService scenario on an in-process sandbox.
+    Demo(demo::DemoArgs),
     /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
     Sandbox(sandbox::SandboxArgs),
     /// Print the CRDs, RBAC and Deployment that install Vigil.
@@ -77,6 +80,7 @@ fn main() -> anyhow::Result<()> {
             Command::Run(args) => run::run(args).await,
             Command::Manifests(args) => manifests::run(&args),
             Command::Sandbox(args) => sandbox::run(args).await,
+            Command::Demo(args) => demo::run(args).await,
             Command::Bench(bench) => bench::run(bench).await,
         }
     })

@@ -212,3 +212,35 @@ fn run_without_a_cluster_fails_clearly() {
         .expect("run");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown controller"));
 }
+
+#[test]
+fn demo_plays_the_articles_scenario() {
+    let kubeconfig =
+        std::env::temp_dir().join(format!("vigil-demo-{}.kubeconfig", std::process::id()));
+    let out = vigil()
+        .args([
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--exit",
+            "--kubeconfig-out",
+        ])
+        .arg(&kubeconfig)
+        .output()
+        .expect("run");
+    let _ = std::fs::remove_file(&kubeconfig);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for step in [
+        "sandbox ready",
+        "started pod service-watcher-frontend",
+        "retired its fallback pod",
+        "started service-watcher-frontend again",
+    ] {
+        assert!(text.contains(step), "missing step {step:?} in:\n{text}");
+    }
+}

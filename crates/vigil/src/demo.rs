@@ -1,0 +1,221 @@
+//! `vigil demo`: Vigil's main job, seen in seconds without a cluster. It starts the sandbox, its
+//! simulated kubelet and the CriticalService controller in this process, plays the article's
+//! scenario step by step, then keeps everything running for `kubectl` until Ctrl-C.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::core::v1::{Endpoints, Pod, PodTemplate, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt as _;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+use vigil_apis::CriticalService;
+use vigil_controllers::critical_service::controller;
+use vigil_controllers::critical_service::model::{Settings, TemplateKey};
+use vigil_kubelet::{Kubelet, KubeletConfig};
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::Metrics;
+use vigil_sandbox::{Sandbox, SandboxConfig};
+
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Loopback address of the sandbox; port 0 picks a free one.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig for kubectl.
+    #[arg(long, default_value = "vigil-demo.kubeconfig")]
+    kubeconfig_out: PathBuf,
+    /// Play the scenario and exit instead of serving until Ctrl-C.
+    #[arg(long)]
+    exit: bool,
+}
+
+fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> anyhow::Result<T> {
+    Ok(serde_json::from_value(value)?)
+}
+
+/// Polls until `check` returns Some, for at most 20 s.
+async fn until<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return Ok(value);
+        }
+        anyhow::ensure!(
+            started.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
+    let ep = api.get_opt("frontend").await.ok().flatten();
+    ep.and_then(|e| e.subsets)
+        .unwrap_or_default()
+        .iter()
+        .flat_map(|s| s.addresses.iter().flatten())
+        .map(|a| a.ip.clone())
+        .collect()
+}
+
+fn step(started: Instant, text: &str) {
+    println!("[{:>6.3}s] {text}", started.elapsed().as_secs_f64());
+}
+
+pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    let sandbox = Sandbox::start(SandboxConfig {
+        listen: args.listen,
+        ..SandboxConfig::default()
+    })
+    .await
+    .context("starting the sandbox")?;
+    sandbox.write_kubeconfig(&args.kubeconfig_out)?;
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&sandbox.kubeconfig())?;
+    let client = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?,
+    )?;
+    let kubelet = Kubelet::start(client.clone(), KubeletConfig::default()).await?;
+    let started = Instant::now();
+    println!(
+        "sandbox ready at {} (kubeconfig: {})",
+        sandbox.url(),
+        args.kubeconfig_out.display()
+    );
+
+    // Install: the CRD and the fallback's PodTemplate (the article's nginx).
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &CriticalService::crd())
+        .await?;
+    let crs: Api<CriticalService> = Api::all(client.clone());
+    until("the CriticalService CRD", || async {
+        crs.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await?;
+    let template = json!({"metadata": {"name": "critical-service-pod-template"},
+        "template": {"metadata": {"name": "critical-service-pod"}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}}});
+    Api::<PodTemplate>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &object(template)?)
+        .await?;
+
+    // Run the operator in-process (a single replica: no leader election).
+    let settings = Settings {
+        pod_name_prefix: "service-watcher".into(),
+        default_template: TemplateKey {
+            namespace: "default".into(),
+            name: "critical-service-pod-template".into(),
+        },
+        watched_namespaces: None::<BTreeSet<String>>,
+    };
+    let (_leading, leadership) = watch::channel(Leadership::Leading);
+    let (stop, mut stopped) = watch::channel(false);
+    let operator = tokio::spawn(controller::run(
+        client.clone(),
+        settings,
+        leadership,
+        Metrics::new(),
+        |_| {},
+        async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        },
+    ));
+    step(
+        started,
+        "Vigil is running: CRD criticalservices.mycrd.com and PodTemplate critical-service-pod-template installed",
+    );
+
+    // The article's section 5.4.
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), "default");
+    let service = json!({"metadata": {"name": "frontend", "labels": {"role": "frontend"}},
+        "spec": {"selector": {"role": "frontend"}, "type": "NodePort", "ports": [{"port": 80}]}});
+    services
+        .create(&PostParams::default(), &object(service)?)
+        .await?;
+    step(
+        started,
+        "Service default/frontend created: no pod selects it, it has no endpoint",
+    );
+    let cr = json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService", "metadata": {"name": "frontend"},
+        "spec": {"namespace": "default", "matchLabels": [{"key": "role", "value": "frontend"}]}});
+    crs.create(&PostParams::default(), &object(cr)?).await?;
+    step(
+        started,
+        "CriticalService frontend created (the article's critical-service.yaml)",
+    );
+    let ip = until("the fallback pod to answer", || async {
+        let ips = endpoint_ips(&endpoints).await;
+        ips.first().cloned()
+    })
+    .await?;
+    step(
+        started,
+        &format!("Vigil started pod service-watcher-frontend: the Service answers again at {ip}"),
+    );
+
+    let nginx = json!({"metadata": {"name": "nginx", "labels": {"role": "frontend"}},
+        "spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9", "ports": [{"containerPort": 80}]}]}});
+    pods.create(&PostParams::default(), &object(nginx)?).await?;
+    step(
+        started,
+        "pod nginx (role=frontend) created (the article's nginx-pod.yaml)",
+    );
+    until("the fallback to retire", || async {
+        let gone = pods
+            .get_opt("service-watcher-frontend")
+            .await
+            .ok()
+            .flatten()
+            .is_none();
+        let ips = endpoint_ips(&endpoints).await;
+        (gone && ips.len() == 1).then_some(())
+    })
+    .await?;
+    step(
+        started,
+        &format!(
+            "nginx is a ready endpoint ({}): Vigil retired its fallback pod",
+            endpoint_ips(&endpoints).await.join(",")
+        ),
+    );
+
+    pods.delete("nginx", &DeleteParams::default()).await?;
+    step(started, "pod nginx deleted");
+    until("the fallback to come back", || async {
+        pods.get_opt("service-watcher-frontend")
+            .await
+            .ok()
+            .flatten()
+            .map(|_| ())
+    })
+    .await?;
+    step(
+        started,
+        "Vigil started service-watcher-frontend again: the Service keeps answering",
+    );
+
+    if !args.exit {
+        println!(
+            "\nexplore: kubectl --kubeconfig {} get crisvc,pods,endpoints   (Ctrl-C to stop)",
+            args.kubeconfig_out.display()
+        );
+        tokio::signal::ctrl_c()
+            .await
+            .context("waiting for Ctrl-C")?;
+    }
+    let _ = stop.send(true);
+    let _ = operator.await;
+    kubelet.stop().await;
+    sandbox.shutdown().await;
+    Ok(())
+}
