@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{Pod, PodStatus, PodTemplate, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt as _};
 
 use super::model::{
@@ -89,16 +89,21 @@ pub fn slim_template(template: &mut PodTemplate) {
     template.meta_mut().managed_fields = None;
 }
 
-/// The stream of a kind, slimmed before it reaches the cache.
-pub fn slimmed<K, S>(
+/// A watch stream slimmed by `slim` before it fills the cache behind `writer`, backing off on
+/// errors on its own; yields the objects it touched, to trigger reconciles.
+pub fn lean_cache<K, S>(
+    writer: reflector::store::Writer<K>,
     stream: S,
     slim: fn(&mut K),
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
 where
-    K: Send + 'static,
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
     S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
 {
-    stream.modify(slim)
+    reflector::reflector(writer, stream.modify(slim))
+        .default_backoff()
+        .touched_objects()
 }
 
 /// A cached pod as the decision's view.

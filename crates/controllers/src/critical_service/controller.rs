@@ -139,43 +139,27 @@ pub async fn run(
     )
     .default_backoff()
     .touched_objects();
-    let service_stream = reflector::reflector(
+    let service_stream = cache::lean_cache(
         service_writer,
-        cache::slimmed(
-            cache::watch_in::<Service>(&client, namespaces.as_ref()),
-            cache::slim_service,
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let pod_stream = reflector::reflector(
+        cache::watch_in::<Service>(&client, namespaces.as_ref()),
+        cache::slim_service,
+    );
+    let pod_stream = cache::lean_cache(
         pod_writer,
-        cache::slimmed(
-            cache::watch_in::<Pod>(&client, namespaces.as_ref()),
-            cache::slim_pod,
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let slice_stream = reflector::reflector(
+        cache::watch_in::<Pod>(&client, namespaces.as_ref()),
+        cache::slim_pod,
+    );
+    let slice_stream = cache::lean_cache(
         slice_writer,
-        cache::slimmed(
-            cache::watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
-            cache::slim_slice,
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+        cache::watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
+        cache::slim_slice,
+    );
     // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
-    let template_stream = reflector::reflector(
+    let template_stream = cache::lean_cache(
         template_writer,
-        cache::slimmed(
-            cache::watch_in::<PodTemplate>(&client, None),
-            cache::slim_template,
-        ),
-    )
-    .default_backoff()
-    .touched_objects();
+        cache::watch_in::<PodTemplate>(&client, None),
+        cache::slim_template,
+    );
 
     let ctx = Arc::new(Context {
         client: client.clone(),
