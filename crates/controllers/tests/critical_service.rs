@@ -1255,6 +1255,30 @@ async fn a_critical_service_edited_to_stop_matching_deletes_its_fallback() {
     finish(env, &[&cr]).await;
 }
 
+/// A covered Service relabelled out of coverage: its fallback goes at once (the change touches
+/// only the Service, whose new labels no longer name the CriticalService).
+#[tokio::test]
+async fn a_service_relabelled_out_of_coverage_loses_its_fallback() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "frontend");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+
+    let patch = json!({"metadata": {"labels": {"critical": "no"}}});
+    env.api::<Service>()
+        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("relabel the service");
+    wait_fallback_gone(&env, "web").await;
+    wait_status(&env, &cr, "nothing covered", |s| counts(s) == (0, 0, 0)).await;
+    finish(env, &[&cr]).await;
+}
+
 /// A covered Service deleted: its fallback goes.
 #[tokio::test]
 async fn deleting_the_service_deletes_its_fallback() {

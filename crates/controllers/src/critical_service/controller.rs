@@ -98,6 +98,8 @@ struct Context {
     backoffs: Backoffs<ObjectRef<CriticalService>>,
     metrics: ControllerMetrics,
     recorder: Recorder,
+    /// Turns true once every cache has synced (see `wait_for_caches`).
+    synced: watch::Receiver<bool>,
 }
 
 /// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
@@ -161,6 +163,7 @@ pub async fn run(
         cache::slim_template,
     );
 
+    let (synced_tx, synced) = watch::channel(false);
     let ctx = Arc::new(Context {
         client: client.clone(),
         settings,
@@ -168,6 +171,7 @@ pub async fn run(
         leadership: leadership.clone(),
         backoffs: Backoffs::new(BackoffPolicy::default()),
         metrics,
+        synced: synced.clone(),
         recorder: Recorder::new(
             client,
             Reporter {
@@ -182,9 +186,12 @@ pub async fn run(
         ctx.settings.clone(),
         lame_gauge,
         leadership.clone(),
+        synced.clone(),
     ));
 
-    // Readiness: every cache synced once.
+    // Readiness: every cache synced once. This is the only task that waits on the stores:
+    // kube-runtime's `wait_until_ready` wakes a single waiter per store, so other tasks wait on
+    // `synced` instead (several waiters on one store could sleep forever).
     let ready_caches = caches.clone();
     tokio::spawn(async move {
         let waits = (
@@ -195,7 +202,9 @@ pub async fn run(
             ready_caches.templates.wait_until_ready(),
         );
         let (a, b, c, d, e) = tokio::join!(waits.0, waits.1, waits.2, waits.3, waits.4);
-        ready(a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok() && e.is_ok());
+        let ok = a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok() && e.is_ok();
+        let _ = synced_tx.send(ok);
+        ready(ok);
     });
 
     // Becoming leader: look at everything again.
@@ -251,14 +260,22 @@ fn view(cr: &CriticalService) -> CriticalServiceView {
     }
 }
 
+/// The CriticalServices a change to `service` concerns: those covering it now, and those whose
+/// status still lists it (it may just have stopped matching: they must retire its fallback).
 fn crs_covering(
     crs: &Store<CriticalService>,
     settings: &Settings,
     service: &super::model::ServiceView,
 ) -> Vec<ObjectRef<CriticalService>> {
+    let listed = |cr: &CriticalService| {
+        cr.status
+            .iter()
+            .flat_map(|s| s.services.iter())
+            .any(|s| s.namespace == service.namespace && s.name == service.name)
+    };
     crs.state()
         .iter()
-        .filter(|cr| covers(&cr.spec, service, settings))
+        .filter(|cr| covers(&cr.spec, service, settings) || listed(cr))
         .map(|cr| ObjectRef::from_obj(cr.as_ref()))
         .collect()
 }
@@ -392,16 +409,15 @@ async fn report_lame_services(
     settings: Settings,
     gauge: Gauge<i64>,
     leadership: watch::Receiver<Leadership>,
+    mut synced: watch::Receiver<bool>,
 ) {
+    if synced.wait_for(|s| *s).await.is_err() {
+        return;
+    }
     let mut known = BTreeSet::new();
     let mut tick = tokio::time::interval(LAME_REPORT_INTERVAL);
     loop {
         tick.tick().await;
-        if caches.services.wait_until_ready().await.is_err()
-            || caches.slices.wait_until_ready().await.is_err()
-        {
-            return;
-        }
         let services: Vec<_> = caches
             .services
             .state()
@@ -443,15 +459,9 @@ impl kube::runtime::utils::Backoff for NoBackoff {
 async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, Error> {
     // kube-runtime waits only for the CriticalService cache; deciding on half-filled caches of
     // Services, pods or slices would create fallbacks for healthy Services after every start.
-    let caches = &ctx.caches;
-    let (services, pods, slices, templates) = tokio::join!(
-        caches.services.wait_until_ready(),
-        caches.pods.wait_until_ready(),
-        caches.slices.wait_until_ready(),
-        caches.templates.wait_until_ready()
-    );
-    if services.is_err() || pods.is_err() || slices.is_err() || templates.is_err() {
-        // A writer was dropped: the controller is shutting down.
+    let mut synced = ctx.synced.clone();
+    if synced.wait_for(|s| *s).await.is_err() {
+        // The caches' task ended: the controller is shutting down.
         return Ok(Action::await_change());
     }
     let plan = {
