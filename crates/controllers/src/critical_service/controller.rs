@@ -192,17 +192,17 @@ pub async fn run(
     // Readiness: every cache synced once. This is the only task that waits on the stores:
     // kube-runtime's `wait_until_ready` wakes a single waiter per store, so other tasks wait on
     // `synced` instead (several waiters on one store could sleep forever).
+    // kube-runtime's Controller is itself the waiter on the CriticalService store (it reconciles
+    // only once that one synced), so this task waits on the four others only.
     let ready_caches = caches.clone();
     tokio::spawn(async move {
-        let waits = (
-            ready_caches.crs.wait_until_ready(),
+        let (a, b, c, d) = tokio::join!(
             ready_caches.services.wait_until_ready(),
             ready_caches.pods.wait_until_ready(),
             ready_caches.slices.wait_until_ready(),
-            ready_caches.templates.wait_until_ready(),
+            ready_caches.templates.wait_until_ready()
         );
-        let (a, b, c, d, e) = tokio::join!(waits.0, waits.1, waits.2, waits.3, waits.4);
-        let ok = a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok() && e.is_ok();
+        let ok = a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok();
         let _ = synced_tx.send(ok);
         ready(ok);
     });
