@@ -20,6 +20,8 @@ pub enum Bench {
     Endpoints(crate::bench_endpoints::EndpointsBench),
     /// CriticalService reaction latency and a force-delete burst, Vigil in its own process.
     CriticalService(crate::bench_critical_service::CriticalServiceBench),
+    /// CriticalServices at scale: start to steady state, writes and reconciles at rest, RSS.
+    CriticalServiceScale(crate::bench_critical_service_scale::ScaleBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -50,6 +52,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Sandbox(args) => sandbox(args).await,
         Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
         Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
+        Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
     }
 }
 

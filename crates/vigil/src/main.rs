@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_critical_service;
+mod bench_critical_service_scale;
 mod bench_endpoints;
 mod demo;
 mod manifests;
