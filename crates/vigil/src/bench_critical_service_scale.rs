@@ -248,9 +248,6 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let mut vigil = spawn_vigil(&kubeconfig.0, &args).await?;
     let metrics_logged = spawned.elapsed();
     let settle = settle(&args, &layout, &crs, &fallbacks, &mut vigil, spawned).await?;
-    let at_steady = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
-        .await
-        .unwrap_or_default();
     let (fallbacks_at_steady, unexpected, double_adds) = match fallbacks.lock() {
         Ok(f) => (
             f.count_present(&expected_fallbacks),
@@ -297,18 +294,23 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             + event_writes.lock().map_or(0, |w| w.added + w.modified)
             + all_pods.lock().map_or(0, |w| w.total())
     };
-    let mut timeline: Vec<(f64, usize)> = Vec::new();
-    let mut last_total = at_steady.reconciles.total();
     let mut last_writes = writes_now();
+    // The bench's counters now; Vigil's /metrics as soon as it answers.
+    let at_steady = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
+        .await
+        .unwrap_or_default();
+    // Per sample: reconciles (None when /metrics did not answer) and writes since the last one.
+    let mut timeline: Vec<(Option<f64>, usize)> = Vec::new();
+    let mut last_total = at_steady.reconciles.as_ref().map(Reconciles::total);
     // A sample every 5 s, the last one when the window closes.
     let mut k = 1;
     loop {
         let until = (window_started + Duration::from_secs(5 * k)).min(window_started + window);
         tokio::time::sleep_until(until.into()).await;
-        let m = reconciles(&vigil).await.unwrap_or_default();
         let w = writes_now();
-        timeline.push((m.total() - last_total, w - last_writes));
-        last_total = m.total();
+        let m = reconciles(&vigil).await.ok().map(|m| m.total());
+        timeline.push((m.zip(last_total).map(|(m, l)| m - l), w - last_writes));
+        last_total = m.or(last_total);
         last_writes = w;
         if until >= window_started + window {
             break;
@@ -356,13 +358,24 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             at_steady.fallback.terminating, at_steady.fallback.deleted
         ));
     }
-    if at_end.reconciles.errors > at_steady.reconciles.errors
-        || settle.start_reconciles.errors < at_steady.reconciles.errors
-    {
+    let errors = |r: &Option<Reconciles>| r.as_ref().map(|r| r.errors);
+    let startup_errors = errors(&at_steady.reconciles).map(|e| e - settle.start_errors);
+    let steady_errors = diff(errors(&at_end.reconciles), errors(&at_steady.reconciles));
+    if startup_errors.is_some_and(|e| e > 0.0) || steady_errors.is_some_and(|e| e > 0.0) {
         anomalies.push(format!(
             "reconcile errors: {} during startup, {} in steady state",
-            fmt_count(at_steady.reconciles.errors - settle.start_reconciles.errors),
-            fmt_count(at_end.reconciles.errors - at_steady.reconciles.errors)
+            fmt_opt_count(startup_errors),
+            fmt_opt_count(steady_errors)
+        ));
+    }
+    let scrapes = vigil.scrapes();
+    if scrapes.failed > 0 {
+        anomalies.push(format!(
+            "vigil's metrics/probe server did not answer {} of {} GETs within {} s (the slowest answer took {:.1} s): kubelet probes (1 s timeout by default) would fail then",
+            scrapes.failed,
+            scrapes.attempts,
+            HTTP_TIMEOUT.as_secs(),
+            scrapes.slowest.as_secs_f64()
         ));
     }
     if !vigil_exited.is_empty() {
@@ -377,8 +390,8 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let steady_writes = at_end.writes_since(&at_steady);
     let pod_writes_total = pod_writes.total();
     let writes_total = pod_writes_total + steady_writes.cr_status + steady_writes.events;
-    let window_reconciles = at_end.reconciles.total() - at_steady.reconciles.total();
-    let startup_reconciles = at_steady.reconciles.total();
+    let total = |r: &Option<Reconciles>| r.as_ref().map(Reconciles::total);
+    let window_reconciles = diff(total(&at_end.reconciles), total(&at_steady.reconciles));
     let log = vigil.log_notes();
     let watcher_in_window = log.watcher_lines.saturating_sub(at_steady.watcher_lines);
     let watcher_before = at_steady.watcher_lines;
@@ -464,12 +477,16 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         settle.last_right,
         layout.crs
     );
-    println!(
-        "    startup work:        {} reconciles{}; mean reconcile time {} (includes waiting for the caches to sync)",
-        fmt_count(startup_reconciles),
-        at_steady.reconciles.breakdown_since(&Reconciles::default()),
-        at_steady.reconciles.mean_time()
-    );
+    match &at_steady.reconciles {
+        Some(r) => println!(
+            "    startup work:        {} reconciles{}; mean reconcile time {} (includes waiting for the caches to sync; /metrics read {:.1} s after steady state)",
+            fmt_count(r.total()),
+            r.breakdown_since(&Reconciles::default()),
+            r.mean_time(),
+            at_steady.scraped_after.as_secs_f64()
+        ),
+        None => println!("    startup work:        ? reconciles (/metrics did not answer)"),
+    }
     println!(
         "    startup writes seen: {} fallback creates, {} fallback deletes, {} fallback updates; {} CriticalService status writes ({} CRs written more than once, at most {} times); {} Events ({})",
         at_steady.fallback.added,
@@ -522,17 +539,20 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             steady_writes.cr_changes
         );
     }
+    match (&at_end.reconciles, &at_steady.reconciles, window_reconciles) {
+        (Some(end), Some(start), Some(n)) => println!(
+            "    reconciles:          {} ({:.1}/min){}",
+            fmt_count(n),
+            per_min(n),
+            end.breakdown_since(start),
+        ),
+        _ => println!("    reconciles:          ? (/metrics did not answer)"),
+    }
     println!(
-        "    reconciles:          {} ({:.1}/min){}",
-        fmt_count(window_reconciles),
-        per_min(window_reconciles),
-        at_end.reconciles.breakdown_since(&at_steady.reconciles),
-    );
-    println!(
-        "    per 5 s:             reconciles [{}], writes [{}]; the last write seen {} after start",
+        "    per 5 s:             reconciles [{}], writes [{}] (? = /metrics did not answer; the next figure covers both); the last write seen {} after start",
         timeline
             .iter()
-            .map(|v| fmt_count(v.0))
+            .map(|v| fmt_opt_count(v.0))
             .collect::<Vec<_>>()
             .join(", "),
         timeline
@@ -573,7 +593,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         fmt_opt(diff(at_end.sandbox_cpu, at_steady.sandbox_cpu))
     );
     println!(
-        "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window",
+        "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window; metrics/probe server: {} GETs, {} unanswered within {} s, slowest {:.2} s",
         peak * 1024.0 * 1024.0 / 1e6,
         if peak * 1024.0 * 1024.0 < TARGET_RSS_BYTES {
             "(met)"
@@ -582,7 +602,11 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         },
         fmt_opt(at_end.vigil_cpu),
         fmt_opt(at_steady.vigil_cpu),
-        fmt_opt(window_cpu)
+        fmt_opt(window_cpu),
+        scrapes.attempts,
+        scrapes.failed,
+        HTTP_TIMEOUT.as_secs(),
+        scrapes.slowest.as_secs_f64()
     );
     println!(
         "  vigil log:            {} WARN, {} ERROR lines; {} kube_runtime::watcher lines{}",
@@ -845,7 +869,7 @@ struct Settle {
     previous_poll: Option<Duration>,
     /// CriticalServices right at the last poll.
     last_right: usize,
-    start_reconciles: Reconciles,
+    start_errors: f64,
     failure: Option<String>,
 }
 
@@ -868,7 +892,7 @@ async fn settle(
         steady: None,
         previous_poll: None,
         last_right: 0,
-        start_reconciles: reconciles(vigil).await.unwrap_or_default(),
+        start_errors: reconciles(vigil).await.map_or(0.0, |r| r.errors),
         failure: None,
     };
     let mut tick = tokio::time::interval(POLL);
@@ -878,9 +902,7 @@ async fn settle(
     let mut list_error: Option<String>;
     loop {
         tick.tick().await;
-        if out.ready.is_none()
-            && matches!(http_get(&vigil.metrics_addr, "/readyz").await, Ok((200, _)))
-        {
+        if out.ready.is_none() && matches!(vigil.get("/readyz").await, Ok((200, _))) {
             out.ready = Some(spawned.elapsed());
         }
         let list = crs.list(&ListParams::default()).await;
@@ -924,14 +946,14 @@ async fn settle(
         last_poll = Some(at);
         if last_progress.elapsed() >= Duration::from_secs(10) {
             last_progress = Instant::now();
-            let m = reconciles(vigil).await.unwrap_or_default();
+            let m = reconciles(vigil).await.ok();
             eprintln!(
                 "waiting for steady state: {:.0} s: fallbacks {present}/{}, statuses at generation {observed}/{}, right {right}/{}, reconciles {}, vigil RSS {:.1} MiB{}",
                 at.as_secs_f64(),
                 expected.len(),
                 layout.crs,
                 layout.crs,
-                fmt_count(m.total()),
+                fmt_opt_count(m.map(|m| m.total())),
                 rss_mib(vigil.pid).map_or(0.0, |r| r.1),
                 list_error
                     .as_deref()
@@ -1206,7 +1228,10 @@ impl PodWrites {
 /// Counters and resources at one moment.
 #[derive(Debug, Default)]
 struct Snapshot {
-    reconciles: Reconciles,
+    /// None when /metrics did not answer.
+    reconciles: Option<Reconciles>,
+    /// How long after the other figures /metrics was read.
+    scraped_after: Duration,
     fallback: FallbackSeen,
     cr_status: usize,
     cr_changes: BTreeMap<String, usize>,
@@ -1234,7 +1259,11 @@ impl Snapshot {
         cr_writes: &Mutex<CrWrites>,
         event_writes: &Mutex<EventWrites>,
     ) -> anyhow::Result<Self> {
-        let reconciles = reconciles(vigil).await?;
+        // The bench's own counters and /proc first; Vigil's /metrics may be slow to answer.
+        let taken = Instant::now();
+        let vigil_cpu = cpu_seconds(vigil.pid);
+        let sandbox_cpu = cpu_seconds(sandbox_pid);
+        let watcher_lines = vigil.log_notes().watcher_lines;
         let fallback = fallbacks
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -1255,17 +1284,19 @@ impl Snapshot {
                 .join(", ");
             (e.added + e.modified, e.added, reasons)
         };
+        let reconciles = reconciles_patiently(vigil, Duration::from_secs(60)).await;
         Ok(Self {
             reconciles,
+            scraped_after: taken.elapsed(),
             fallback,
             cr_status,
             cr_changes,
             events,
             events_added,
             event_reasons,
-            watcher_lines: vigil.log_notes().watcher_lines,
-            vigil_cpu: cpu_seconds(vigil.pid),
-            sandbox_cpu: cpu_seconds(sandbox_pid),
+            watcher_lines,
+            vigil_cpu,
+            sandbox_cpu,
         })
     }
 
@@ -1381,6 +1412,16 @@ struct Vigil {
     pid: u32,
     metrics_addr: String,
     log: Arc<Mutex<LogNotes>>,
+    scrapes: Arc<Mutex<Scrapes>>,
+}
+
+/// How Vigil's metrics and probe server answered the bench.
+#[derive(Debug, Clone, Copy, Default)]
+struct Scrapes {
+    attempts: usize,
+    /// No answer within [`HTTP_TIMEOUT`] (or a broken one).
+    failed: usize,
+    slowest: Duration,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -1478,6 +1519,7 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
         pid,
         metrics_addr: String::new(),
         log,
+        scrapes: Arc::default(),
     };
     match tokio::time::timeout(Duration::from_secs(15), addr_rx).await {
         Ok(Ok(addr)) => vigil.metrics_addr = addr,
@@ -1494,6 +1536,24 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
 }
 
 impl Vigil {
+    /// A GET to Vigil's metrics and probe server, timed.
+    async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        let started = Instant::now();
+        let result = http_get(&self.metrics_addr, path).await;
+        if let Ok(mut s) = self.scrapes.lock() {
+            s.attempts += 1;
+            s.slowest = s.slowest.max(started.elapsed());
+            if result.is_err() {
+                s.failed += 1;
+            }
+        }
+        result
+    }
+
+    fn scrapes(&self) -> Scrapes {
+        self.scrapes.lock().map(|s| *s).unwrap_or_default()
+    }
+
     /// "; vigil run exited (status)" when it has, else "".
     fn exited_note(&mut self) -> String {
         match self.process.try_wait() {
@@ -1529,6 +1589,9 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / CLK_TCK)
 }
 
+/// How long a GET to Vigil's metrics and probe server may take before it counts as failed.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A GET over HTTP/1.0 (so the body is neither chunked nor kept alive): status and body.
 async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let exchange = async {
@@ -1540,7 +1603,7 @@ async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
         stream.read_to_end(&mut buf).await?;
         anyhow::Ok(buf)
     };
-    let buf = tokio::time::timeout(Duration::from_secs(5), exchange)
+    let buf = tokio::time::timeout(HTTP_TIMEOUT, exchange)
         .await
         .with_context(|| format!("GET {path} on {addr} timed out"))??;
     let text = String::from_utf8_lossy(&buf);
@@ -1629,8 +1692,21 @@ impl Reconciles {
     }
 }
 
+/// Vigil's counters, retrying for up to `within` when /metrics does not answer.
+async fn reconciles_patiently(vigil: &Vigil, within: Duration) -> Option<Reconciles> {
+    let deadline = Instant::now() + within;
+    loop {
+        match reconciles(vigil).await {
+            Ok(r) => return Some(r),
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => return None,
+        }
+    }
+}
+
 async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
-    let (code, body) = http_get(&vigil.metrics_addr, "/metrics")
+    let (code, body) = vigil
+        .get("/metrics")
         .await
         .context("reading vigil's /metrics")?;
     anyhow::ensure!(code == 200, "vigil's /metrics answered {code}");
@@ -1652,6 +1728,10 @@ impl Drop for TempFile {
 fn fmt_count(v: f64) -> String {
     // `+ 0.0` turns the -0.0 an empty float sum gives into 0.
     format!("{:.0}", v + 0.0)
+}
+
+fn fmt_opt_count(v: Option<f64>) -> String {
+    v.map_or_else(|| "?".into(), fmt_count)
 }
 
 fn fmt_opt(v: Option<f64>) -> String {
