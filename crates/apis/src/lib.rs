@@ -2,6 +2,8 @@
 //! the Rust types, the schema the API server enforces and `vigil manifests` never disagree.
 //! No I/O lives here.
 
+pub mod configmap_sync;
 pub mod critical_service;
 
+pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};
 pub use critical_service::{CriticalService, CriticalServiceSpec, CriticalServiceStatus};

@@ -1,5 +1,6 @@
 //! Vigil's controllers, one module each: a pure `decide` step (what the world should look like,
 //! from cached observations) and a thin `apply` step (the writes that get it there).
 
+pub mod configmap_sync;
 pub mod critical_service;
 pub mod permissions;

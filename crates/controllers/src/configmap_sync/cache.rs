@@ -1,0 +1,219 @@
+//! Lean caches. Every ConfigMap in the cluster is watched (a source can be any of them), so a
+//! cached ConfigMap is stripped at once to its name, uid, resourceVersion, labels, Vigil's
+//! annotations, immutability, and two figures computed from its data before the data is dropped:
+//! the content hash and the size. The data of a source is read with one GET when a copy must be
+//! written.
+
+use std::collections::BTreeMap;
+
+use futures::{Stream, StreamExt as _};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::{Api, Client, Resource, ResourceExt as _};
+use sha2::{Digest as _, Sha256};
+
+use super::model::{
+    CONTENT_HASH_ANNOTATION, ConfigMapView, NamespaceView, OWNER_ANNOTATION,
+    SHAREABLE_WITH_ANNOTATION, SOURCE_ANNOTATION,
+};
+
+/// Annotations that only ever live in the cache (never written): what the data hashed to and
+/// weighed before it was dropped.
+const OBSERVED_HASH: &str = "vigil.internal/observed-hash";
+const OBSERVED_SIZE: &str = "vigil.internal/observed-size";
+
+/// The content hash of a ConfigMap's data, binaryData and immutability: `sha256:` + hex. Every
+/// key and value is length-prefixed, so no two contents encode alike.
+pub fn content_hash(cm: &ConfigMap) -> String {
+    let mut hash = Sha256::new();
+    let mut part = |tag: &[u8], bytes: &[u8]| {
+        hash.update(tag);
+        hash.update((bytes.len() as u64).to_be_bytes());
+        hash.update(bytes);
+    };
+    for (k, v) in cm.data.iter().flatten() {
+        part(b"d", k.as_bytes());
+        part(b"v", v.as_bytes());
+    }
+    for (k, v) in cm.binary_data.iter().flatten() {
+        part(b"b", k.as_bytes());
+        part(b"v", &v.0);
+    }
+    part(b"i", &[u8::from(cm.immutable.unwrap_or(false))]);
+    let digest = hash.finalize();
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256:");
+    for byte in digest {
+        out.push_str(&format!("{byte:02x}"));
+    }
+    out
+}
+
+/// Bytes of a ConfigMap's keys and values (what the API server's 1 MiB limit counts).
+pub fn content_size(cm: &ConfigMap) -> usize {
+    let data: usize = cm
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    let binary: usize = cm
+        .binary_data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len())
+        .sum();
+    data + binary
+}
+
+/// Strips a ConfigMap to what the decision reads; its data becomes a hash and a size.
+pub fn slim_config_map(cm: &mut ConfigMap) {
+    let hash = content_hash(cm);
+    let size = content_size(cm);
+    cm.data = None;
+    cm.binary_data = None;
+    let meta = cm.meta_mut();
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    let mut kept: BTreeMap<String, String> = meta
+        .annotations
+        .take()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| {
+            k == OWNER_ANNOTATION
+                || k == SHAREABLE_WITH_ANNOTATION
+                || k == CONTENT_HASH_ANNOTATION
+                || k == SOURCE_ANNOTATION
+        })
+        .collect();
+    kept.insert(OBSERVED_HASH.into(), hash);
+    kept.insert(OBSERVED_SIZE.into(), size.to_string());
+    meta.annotations = Some(kept);
+}
+
+/// Strips a namespace to its name, labels and deletion mark.
+pub fn slim_namespace(ns: &mut Namespace) {
+    let meta = ns.meta_mut();
+    meta.managed_fields = None;
+    meta.annotations = None;
+    ns.spec = None;
+    ns.status = None;
+}
+
+/// A watch stream slimmed by `slim` before it fills the cache behind `writer`, backing off on
+/// errors on its own; yields the objects it touched, to trigger reconciles.
+pub fn lean_cache<K, S>(
+    writer: reflector::store::Writer<K>,
+    stream: S,
+    slim: fn(&mut K),
+) -> impl Stream<Item = Result<K, watcher::Error>> + Send
+where
+    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
+{
+    reflector::reflector(writer, stream.modify(slim))
+        .default_backoff()
+        .touched_objects()
+}
+
+/// Watches every ConfigMap and namespace in the cluster.
+pub fn watch_all<K>(
+    client: &Client,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
+where
+    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: Default,
+{
+    watcher(Api::<K>::all(client.clone()), watcher::Config::default()).boxed()
+}
+
+/// A cached ConfigMap as the decision's view.
+pub fn config_map_view(cm: &ConfigMap) -> ConfigMapView {
+    let meta = &cm.metadata;
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    ConfigMapView {
+        namespace: cm.namespace().unwrap_or_default(),
+        name: cm.name_any(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        owner: annotation(OWNER_ANNOTATION),
+        // A ConfigMap that never went through `slim_config_map` (not expected) is hashed now.
+        content_hash: annotation(OBSERVED_HASH).unwrap_or_else(|| content_hash(cm)),
+        size: annotation(OBSERVED_SIZE)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| content_size(cm)),
+        immutable: cm.immutable.unwrap_or(false),
+        shareable_with: annotation(SHAREABLE_WITH_ANNOTATION),
+        terminating: meta.deletion_timestamp.is_some(),
+    }
+}
+
+/// A cached namespace as the decision's view.
+pub fn namespace_view(ns: &Namespace) -> NamespaceView {
+    NamespaceView {
+        name: ns.name_any(),
+        labels: ns.metadata.labels.clone().unwrap_or_default(),
+        terminating: ns.metadata.deletion_timestamp.is_some(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn cm(data: &[(&str, &str)], binary: &[(&str, &[u8])], immutable: Option<bool>) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            binary_data: Some(
+                binary
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            immutable,
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn the_hash_sees_data_binary_data_and_immutability() {
+        let base = content_hash(&cm(&[("a", "1")], &[], None));
+        assert!(base.starts_with("sha256:") && base.len() == 71, "{base}");
+        assert_eq!(base, content_hash(&cm(&[("a", "1")], &[], Some(false))));
+        assert_ne!(base, content_hash(&cm(&[("a", "2")], &[], None)));
+        assert_ne!(base, content_hash(&cm(&[("a", "1")], &[], Some(true))));
+        assert_ne!(base, content_hash(&cm(&[("a", "1")], &[("b", b"x")], None)));
+        // Moving bytes between key and value changes the hash.
+        assert_ne!(
+            content_hash(&cm(&[("ab", "c")], &[], None)),
+            content_hash(&cm(&[("a", "bc")], &[], None))
+        );
+    }
+
+    #[test]
+    fn slimming_keeps_the_hash_and_drops_the_data() {
+        let mut full = cm(&[("a", "1")], &[("b", b"xy")], Some(true));
+        full.metadata.name = Some("app".into());
+        full.metadata.annotations = Some(BTreeMap::from([
+            ("big".to_owned(), "x".repeat(1000)),
+            (OWNER_ANNOTATION.to_owned(), "ns/s".to_owned()),
+        ]));
+        let hash = content_hash(&full);
+        slim_config_map(&mut full);
+        assert!(full.data.is_none() && full.binary_data.is_none());
+        let view = config_map_view(&full);
+        assert_eq!(view.content_hash, hash);
+        assert_eq!(view.size, 2 + 3);
+        assert_eq!(view.owner.as_deref(), Some("ns/s"));
+        assert!(view.immutable);
+        assert!(!full.annotations().contains_key("big"));
+    }
+}

@@ -1,0 +1,774 @@
+//! The running ConfigMapSync controller: lean caches of ConfigMaps and namespaces, the mapping
+//! from their changes to the ConfigMapSyncs they concern, the finalizer, and the apply step that
+//! turns a [`Plan`] into writes — only what differs, only while this replica leads.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, Resource as _, ResourceExt as _};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use tokio::sync::watch;
+use vigil_apis::ConfigMapSync;
+use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+
+use super::cache;
+use super::decide::{self, decide};
+use super::model::{
+    CONTENT_HASH_ANNOTATION, COPY_LABEL, CopyRef, CopyWrite, EventNote, FINALIZER, Inputs,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings,
+    SyncView, WriteKind,
+};
+
+/// Name of the controller in metrics, logs and Events.
+pub const NAME: &str = "configmapsync";
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "vigil-configmapsync";
+/// Copies written at once for one ConfigMapSync (a fan-out to 100 namespaces overlaps them).
+const WRITE_CONCURRENCY: usize = 16;
+
+/// What this controller's code does with the API (kept in step with the calls below).
+pub const PERMISSIONS: &[crate::permissions::Permission] = &[
+    // Watched through a reflector; patched to add and remove the finalizer.
+    crate::permissions::Permission {
+        group: "apps.bixbite.io",
+        resources: &["configmapsyncs"],
+        verbs: &["list", "watch", "patch"],
+    },
+    crate::permissions::Permission {
+        group: "apps.bixbite.io",
+        resources: &["configmapsyncs/status"],
+        verbs: &["patch"],
+    },
+    // Every ConfigMap is watched (any may be a source); a source is read with one GET when a
+    // copy must be written; copies are created, replaced (PUT) and deleted (uid precondition).
+    crate::permissions::Permission {
+        group: "",
+        resources: &["configmaps"],
+        verbs: &["get", "list", "watch", "create", "update", "delete"],
+    },
+    crate::permissions::Permission {
+        group: "",
+        resources: &["namespaces"],
+        verbs: &["list", "watch"],
+    },
+    // kube-runtime's Recorder creates events and patches them when they repeat.
+    crate::permissions::Permission {
+        group: "events.k8s.io",
+        resources: &["events"],
+        verbs: &["create", "patch"],
+    },
+];
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Copies(String),
+}
+
+/// The caches every reconcile reads.
+#[derive(Clone)]
+struct Caches {
+    syncs: Store<ConfigMapSync>,
+    config_maps: Store<ConfigMap>,
+    namespaces: Store<Namespace>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerbLabel {
+    verb: &'static str,
+}
+
+/// Shared by reconciles.
+struct Context {
+    client: Client,
+    settings: Settings,
+    caches: Caches,
+    leadership: watch::Receiver<Leadership>,
+    backoffs: Backoffs<ObjectRef<ConfigMapSync>>,
+    metrics: ControllerMetrics,
+    /// `vigil_configmapsync_copy_writes_total{verb}`.
+    writes: Family<VerbLabel, Counter>,
+    recorder: Recorder,
+    /// Turns true once the ConfigMap and namespace caches have synced.
+    synced: watch::Receiver<bool>,
+}
+
+/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
+pub async fn run(
+    client: Client,
+    settings: Settings,
+    leadership: watch::Receiver<Leadership>,
+    registry: Arc<Metrics>,
+    ready: impl Fn(bool) + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let metrics = registry.controller(NAME);
+    let destinations = Family::<StateLabel, Gauge>::default();
+    registry.register(
+        "vigil_configmapsync_destinations",
+        "ConfigMapSync destinations by state, from the ConfigMapSyncs' status",
+        destinations.clone(),
+    );
+    let writes = Family::<VerbLabel, Counter>::default();
+    registry.register(
+        "vigil_configmapsync_copy_writes",
+        "Writes to copies by verb (create, update, delete)",
+        writes.clone(),
+    );
+    let (syncs, sync_writer) = reflector::store();
+    let (config_maps, config_map_writer) = reflector::store();
+    let (namespaces, namespace_writer) = reflector::store();
+    let caches = Caches {
+        syncs: syncs.clone(),
+        config_maps,
+        namespaces,
+    };
+
+    let sync_stream = reflector::reflector(
+        sync_writer,
+        watcher(
+            Api::<ConfigMapSync>::all(client.clone()),
+            watcher::Config::default(),
+        )
+        .modify(|s| s.managed_fields_mut().clear()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let config_map_stream = cache::lean_cache(
+        config_map_writer,
+        cache::watch_all::<ConfigMap>(&client),
+        cache::slim_config_map,
+    );
+    let namespace_stream = cache::lean_cache(
+        namespace_writer,
+        cache::watch_all::<Namespace>(&client),
+        cache::slim_namespace,
+    );
+
+    let (synced_tx, synced) = watch::channel(false);
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings,
+        caches: caches.clone(),
+        leadership: leadership.clone(),
+        backoffs: Backoffs::new(BackoffPolicy::default()),
+        metrics,
+        writes,
+        synced: synced.clone(),
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "vigil".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+    });
+
+    // Readiness: the secondary caches synced once. kube-runtime's `wait_until_ready` wakes a
+    // single waiter per store and the Controller is the waiter on the ConfigMapSync store, so
+    // this is the only task waiting on these two; the others wait on `synced`.
+    let ready_caches = caches.clone();
+    tokio::spawn(async move {
+        let (a, b) = tokio::join!(
+            ready_caches.config_maps.wait_until_ready(),
+            ready_caches.namespaces.wait_until_ready()
+        );
+        let ok = a.is_ok() && b.is_ok();
+        let _ = synced_tx.send(ok);
+        ready(ok);
+    });
+    tokio::spawn(report_destinations(syncs.clone(), destinations));
+
+    // Becoming leader: look at everything again.
+    let on_leadership = futures::stream::unfold(leadership.clone(), |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+
+    let cm_syncs = caches.syncs.clone();
+    let for_config_map = move |cm: ConfigMap| syncs_for_config_map(&cm_syncs, &cm);
+    let ns_syncs = caches.syncs.clone();
+    let for_namespace = move |ns: Namespace| syncs_for_namespace(&ns_syncs, &ns.name_any());
+
+    Controller::for_stream(sync_stream, syncs)
+        // Each stream backs off on its own (`default_backoff`); the shared trigger backoff
+        // would stall all of them when one errs.
+        .trigger_backoff(NoBackoff)
+        .watches_stream(config_map_stream, for_config_map)
+        .watches_stream(namespace_stream, for_namespace)
+        .reconcile_all_on(on_leadership)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+/// A ConfigMap concerns the ConfigMapSyncs naming it (as source, or as the name of their copies:
+/// a foreign ConfigMap appearing at a destination), and the one owning it.
+fn syncs_for_config_map(
+    syncs: &Store<ConfigMapSync>,
+    cm: &ConfigMap,
+) -> Vec<ObjectRef<ConfigMapSync>> {
+    let name = cm.name_any();
+    let owner = cm.annotations().get(OWNER_ANNOTATION);
+    syncs
+        .state()
+        .iter()
+        .filter(|s| {
+            s.spec.config_map_name == name
+                || owner.is_some_and(|o| {
+                    o.split_once('/').is_some_and(|(ns, n)| {
+                        s.namespace().as_deref() == Some(ns) && s.name_any() == n
+                    })
+                })
+        })
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+/// A namespace concerns the ConfigMapSyncs naming it, selecting namespaces, or listing it in
+/// their status (it may just have stopped matching), and those living in it.
+fn syncs_for_namespace(syncs: &Store<ConfigMapSync>, ns: &str) -> Vec<ObjectRef<ConfigMapSync>> {
+    syncs
+        .state()
+        .iter()
+        .filter(|s| {
+            let spec = &s.spec;
+            spec.namespace_selector.is_some()
+                || spec.source_namespace == ns
+                || spec.destination_namespace == ns
+                || spec.destination_namespaces.iter().any(|d| d == ns)
+                || s.namespace().as_deref() == Some(ns)
+                || s.status
+                    .iter()
+                    .flat_map(|st| st.destinations.iter())
+                    .any(|d| d.namespace == ns)
+        })
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+/// Keeps `vigil_configmapsync_destinations{state}` current from the cached statuses.
+async fn report_destinations(syncs: Store<ConfigMapSync>, gauge: Family<StateLabel, Gauge>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        let mut counts: BTreeMap<DestinationState, i64> = BTreeMap::new();
+        for sync in syncs.state() {
+            for d in sync.status.iter().flat_map(|s| s.destinations.iter()) {
+                *counts.entry(d.state).or_default() += 1;
+            }
+        }
+        for state in DestinationState::ALL {
+            gauge
+                .get_or_create(&StateLabel {
+                    state: state.as_str(),
+                })
+                .set(counts.get(&state).copied().unwrap_or(0));
+        }
+    }
+}
+
+fn view(sync: &ConfigMapSync) -> SyncView {
+    SyncView {
+        namespace: sync.namespace().unwrap_or_default(),
+        name: sync.name_any(),
+        generation: sync.metadata.generation,
+        spec: sync.spec.clone(),
+        status: sync.status.clone(),
+    }
+}
+
+/// No extra delay: see `trigger_backoff` in [`run`].
+struct NoBackoff;
+
+impl Iterator for NoBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NoBackoff {
+    fn reset(&mut self) {}
+}
+
+async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started();
+    if *ctx.leadership.borrow() != Leadership::Leading {
+        // Standbys keep warm caches and write nothing; becoming leader reconciles everything.
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    // Deciding on half-filled caches would report missing sources and re-create copies.
+    let mut synced = ctx.synced.clone();
+    if synced.wait_for(|s| *s).await.is_err() {
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    let api: Api<ConfigMapSync> =
+        Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
+    let result = finalizer::finalizer(&api, FINALIZER, sync.clone(), |event| async {
+        match event {
+            FinalizerEvent::Apply(sync) => apply_sync(&sync, &ctx).await,
+            FinalizerEvent::Cleanup(sync) => cleanup(&sync, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Api(e),
+        other => Error::Copies(other.to_string()),
+    });
+    let reference = ObjectRef::from_obj(sync.as_ref());
+    match &result {
+        Ok(action) => {
+            if ctx.backoffs.success(&reference) {
+                tracing::info!(configmapsync = %reference, "recovered after quarantine");
+            }
+            timer.finish(if *action == Action::await_change() {
+                ReconcileResult::Success
+            } else {
+                ReconcileResult::RequeueAfter
+            });
+        }
+        Err(_) => timer.finish(ReconcileResult::Error),
+    }
+    result
+}
+
+/// The cached ConfigMaps a decision for `sync` reads: those named like its source, and its copies.
+fn relevant_config_maps(ctx: &Context, sync: &SyncView) -> Vec<super::model::ConfigMapView> {
+    let me = sync.key();
+    ctx.caches
+        .config_maps
+        .state()
+        .iter()
+        .filter(|cm| {
+            cm.metadata.name.as_deref() == Some(sync.spec.config_map_name.as_str())
+                || cm.annotations().get(OWNER_ANNOTATION) == Some(&me)
+        })
+        .map(|cm| cache::config_map_view(cm))
+        .collect()
+}
+
+async fn apply_sync(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
+    let plan = {
+        let this = view(sync);
+        let config_maps = relevant_config_maps(ctx, &this);
+        let source = config_maps
+            .iter()
+            .find(|c| {
+                c.namespace == this.spec.source_namespace && c.name == this.spec.config_map_name
+            })
+            .cloned();
+        let namespaces: BTreeMap<String, _> = ctx
+            .caches
+            .namespaces
+            .state()
+            .iter()
+            .map(|n| (n.name_any(), cache::namespace_view(n)))
+            .collect();
+        let live: BTreeSet<String> = ctx
+            .caches
+            .syncs
+            .state()
+            .iter()
+            .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
+            .collect();
+        decide(&Inputs {
+            sync: &this,
+            source: source.as_ref(),
+            namespaces: &namespaces,
+            config_maps: &config_maps,
+            live_syncs: &live,
+            now: k8s_openapi::jiff::Timestamp::now(),
+            settings: &ctx.settings,
+        })
+    };
+    apply(sync, ctx, plan).await
+}
+
+/// The copy of `source` for a destination.
+fn copy_of(sync: &ConfigMapSync, source: &ConfigMap, write: &CopyWrite) -> ConfigMap {
+    let mut labels = match &write.kind {
+        WriteKind::Update { labels, .. } => labels.clone(),
+        _ => BTreeMap::new(),
+    };
+    labels.insert(MANAGED_BY_LABEL.into(), MANAGED_BY_VALUE.into());
+    labels.insert(COPY_LABEL.into(), "true".into());
+    let owner = format!(
+        "{}/{}",
+        sync.namespace().unwrap_or_default(),
+        sync.name_any()
+    );
+    let annotations = BTreeMap::from([
+        (OWNER_ANNOTATION.to_owned(), owner),
+        (
+            SOURCE_ANNOTATION.to_owned(),
+            format!(
+                "{}/{}",
+                sync.spec.source_namespace, sync.spec.config_map_name
+            ),
+        ),
+        (
+            CONTENT_HASH_ANNOTATION.to_owned(),
+            cache::content_hash(source),
+        ),
+    ]);
+    let mut copy = ConfigMap {
+        data: source.data.clone(),
+        binary_data: source.binary_data.clone(),
+        immutable: source.immutable,
+        ..ConfigMap::default()
+    };
+    copy.metadata.name = Some(sync.spec.config_map_name.clone());
+    copy.metadata.namespace = Some(write.namespace.clone());
+    copy.metadata.labels = Some(labels);
+    copy.metadata.annotations = Some(annotations);
+    if let WriteKind::Update {
+        resource_version, ..
+    } = &write.kind
+    {
+        copy.metadata.resource_version = resource_version.clone();
+    }
+    copy
+}
+
+/// How one copy write ended.
+enum Outcome {
+    Done,
+    /// Lost a race (409: the object changed or appeared): retried at once from fresh caches,
+    /// not reported as a failure.
+    Raced,
+    Failed(String),
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    }
+}
+
+fn delete_params(uid: &str) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+fn outcome<T>(result: Result<T, kube::Error>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Done,
+        Err(kube::Error::Api(s)) if s.code == 409 => Outcome::Raced,
+        Err(e) => Outcome::Failed(e.to_string()),
+    }
+}
+
+async fn write_copy(ctx: &Context, copy: ConfigMap, write: &CopyWrite) -> Outcome {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &write.namespace);
+    let name = copy.name_any();
+    match &write.kind {
+        WriteKind::Create => {
+            ctx.writes
+                .get_or_create(&VerbLabel { verb: "create" })
+                .inc();
+            outcome(api.create(&post_params(), &copy).await)
+        }
+        WriteKind::Update { .. } => {
+            ctx.writes
+                .get_or_create(&VerbLabel { verb: "update" })
+                .inc();
+            outcome(api.replace(&name, &post_params(), &copy).await)
+        }
+        WriteKind::Recreate { uid } => {
+            ctx.writes
+                .get_or_create(&VerbLabel { verb: "delete" })
+                .inc();
+            match api.delete(&name, &delete_params(uid)).await {
+                Ok(_) => {}
+                // Gone already, or replaced by someone: the create below (or the next pass) decides.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Outcome::Failed(e.to_string()),
+            }
+            ctx.writes
+                .get_or_create(&VerbLabel { verb: "create" })
+                .inc();
+            outcome(api.create(&post_params(), &copy).await)
+        }
+    }
+}
+
+async fn delete_copy(ctx: &Context, target: &CopyRef) -> Result<(), kube::Error> {
+    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &target.namespace);
+    ctx.writes
+        .get_or_create(&VerbLabel { verb: "delete" })
+        .inc();
+    match api.delete(&target.name, &delete_params(&target.uid)).await {
+        Ok(_) => Ok(()),
+        // Gone already, or someone else's object now carries the name: nothing of ours to delete.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes what the plan asks for, the status only when it changed, and the plan's Events.
+async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Action, Error> {
+    let mut failed: BTreeMap<String, String> = BTreeMap::new();
+    let mut raced = false;
+    if !plan.writes.is_empty() {
+        // The cache holds hashes only: read the source's content once for every copy.
+        let sources: Api<ConfigMap> =
+            Api::namespaced(ctx.client.clone(), &sync.spec.source_namespace);
+        let Some(source) = sources.get_opt(&sync.spec.config_map_name).await? else {
+            // Deleted since the cache saw it: its deletion event brings a new pass.
+            return Ok(Action::await_change());
+        };
+        // Collected first: a lazily mapped stream of borrowing futures trips the compiler's
+        // `Send` inference for the controller's future.
+        let writes: Vec<_> = plan
+            .writes
+            .iter()
+            .map(|w| {
+                let copy = copy_of(sync, &source, w);
+                async move { (w.namespace.clone(), write_copy(ctx, copy, w).await) }
+            })
+            .collect();
+        let outcomes: Vec<(String, Outcome)> = futures::stream::iter(writes)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await;
+        for (ns, outcome) in outcomes {
+            match outcome {
+                Outcome::Done => {}
+                Outcome::Raced => raced = true,
+                Outcome::Failed(e) => {
+                    failed.insert(ns, e);
+                }
+            }
+        }
+    }
+    let deletions: Vec<_> = plan.deletes.iter().map(|d| delete_copy(ctx, d)).collect();
+    let deletions: Vec<_> = futures::stream::iter(deletions)
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    let delete_error = deletions.into_iter().find_map(Result::err);
+
+    if !failed.is_empty() {
+        mark_failed(&mut plan.status, &failed, sync.metadata.generation);
+        plan.events
+            .retain(|e| e.reason != decide::REASON_COPIES_WRITTEN);
+    }
+    if sync.status.as_ref() != Some(&plan.status) {
+        patch_status(ctx, sync, &plan.status).await?;
+    }
+    publish(ctx, sync, &plan.events).await;
+    if !failed.is_empty() {
+        let list: Vec<String> = failed.iter().map(|(ns, e)| format!("{ns}: {e}")).collect();
+        return Err(Error::Copies(format!(
+            "writing copies failed: {}",
+            list.join("; ")
+        )));
+    }
+    if let Some(e) = delete_error {
+        return Err(e.into());
+    }
+    if raced {
+        return Err(Error::Copies(
+            "a copy changed while being written; retrying".into(),
+        ));
+    }
+    Ok(Action::await_change())
+}
+
+/// Destinations whose write failed: `Failed` with the error, and `Ready` false.
+fn mark_failed(
+    status: &mut ConfigMapSyncStatus,
+    failed: &BTreeMap<String, String>,
+    generation: Option<i64>,
+) {
+    use vigil_runtime::conditions::{NewCondition, Status, set};
+    for entry in &mut status.destinations {
+        if let Some(error) = failed.get(&entry.namespace) {
+            entry.state = DestinationState::Failed;
+            entry.error = Some(error.clone());
+        }
+    }
+    status.synced = status
+        .destinations
+        .iter()
+        .filter(|d| d.state == DestinationState::Synced)
+        .count()
+        .try_into()
+        .unwrap_or(u32::MAX);
+    let message = format!(
+        "writing the copy failed in {}; retrying",
+        failed.keys().cloned().collect::<Vec<_>>().join(", ")
+    );
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    set(
+        &mut status.conditions,
+        &NewCondition {
+            type_: decide::READY,
+            status: Status::False,
+            reason: decide::REASON_SYNC_FAILED,
+            message: &message,
+            observed_generation: generation,
+        },
+        &now,
+    );
+}
+
+async fn patch_status(
+    ctx: &Context,
+    sync: &ConfigMapSync,
+    status: &ConfigMapSyncStatus,
+) -> Result<(), kube::Error> {
+    let api: Api<ConfigMapSync> =
+        Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
+    // A merge patch leaves out what serializes as absent: send the lists explicitly, or an
+    // emptied list would stay in the stored status forever.
+    let mut patch = serde_json::json!({"status": status});
+    patch["status"]["destinations"] = serde_json::json!(status.destinations);
+    patch["status"]["conditions"] = serde_json::json!(status.conditions);
+    api.patch_status(
+        &sync.name_any(),
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn publish(ctx: &Context, sync: &ConfigMapSync, events: &[EventNote]) {
+    let reference = sync.object_ref(&());
+    for note in events {
+        let event = KubeEvent {
+            type_: if note.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: note.reason.clone(),
+            note: Some(note.note.clone()),
+            action: "Sync".into(),
+            secondary: None,
+        };
+        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
+            tracing::debug!(error = %e, "could not record an event");
+        }
+    }
+}
+
+/// The ConfigMapSync is being deleted: delete its copies (unless `deletionPolicy: Orphan`), then
+/// the finalizer goes. Besides the cache, the API is asked for copies of this name, so a copy
+/// written a moment ago (not in the cache yet) is not left behind.
+async fn cleanup(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
+    let this = view(sync);
+    let mut config_maps = relevant_config_maps(ctx, &this);
+    if this.spec.deletion_policy() == vigil_apis::configmap_sync::DeletionPolicy::Delete {
+        let all: Api<ConfigMap> = Api::all(ctx.client.clone());
+        let params = ListParams::default()
+            .labels(&format!("{COPY_LABEL}=true"))
+            .fields(&format!("metadata.name={}", this.spec.config_map_name));
+        let known: HashSet<String> = config_maps.iter().map(|c| c.uid.clone()).collect();
+        for mut cm in all.list(&params).await?.items {
+            cache::slim_config_map(&mut cm);
+            let view = cache::config_map_view(&cm);
+            if !known.contains(&view.uid) {
+                config_maps.push(view);
+            }
+        }
+    }
+    let namespaces = BTreeMap::new();
+    let live = BTreeSet::new();
+    let deletes = decide::cleanup(&Inputs {
+        sync: &this,
+        source: None,
+        namespaces: &namespaces,
+        config_maps: &config_maps,
+        live_syncs: &live,
+        now: k8s_openapi::jiff::Timestamp::now(),
+        settings: &ctx.settings,
+    });
+    for target in &deletes {
+        delete_copy(ctx, target).await?;
+    }
+    ctx.backoffs.forget(&ObjectRef::from_obj(sync));
+    Ok(Action::await_change())
+}
+
+/// Failures retry with per-ConfigMapSync exponential backoff; one that keeps failing is
+/// quarantined (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
+fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> Action {
+    let retry = ctx.backoffs.failure(&ObjectRef::from_obj(sync.as_ref()));
+    ctx.metrics.retry();
+    if retry.newly_quarantined {
+        tracing::warn!(configmapsync = %sync.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
+        let message = format!(
+            "{} consecutive failures, now retrying every {:?}: {error}",
+            retry.attempt, retry.delay
+        );
+        tokio::spawn(report_quarantine(sync.clone(), ctx.clone(), message));
+    } else {
+        tracing::debug!(configmapsync = %sync.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
+    }
+    Action::requeue(retry.delay.max(Duration::from_millis(5)))
+}
+
+/// Condition reason of a quarantined ConfigMapSync.
+pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
+
+async fn report_quarantine(sync: Arc<ConfigMapSync>, ctx: Arc<Context>, message: String) {
+    use vigil_runtime::conditions::{NewCondition, Status, set};
+    let mut status = sync.status.clone().unwrap_or_default();
+    let degraded = NewCondition {
+        type_: decide::DEGRADED,
+        status: Status::True,
+        reason: REASON_RECONCILE_FAILING,
+        message: &message,
+        observed_generation: sync.metadata.generation,
+    };
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    if set(&mut status.conditions, &degraded, &now)
+        && let Err(e) = patch_status(&ctx, &sync, &status).await
+    {
+        tracing::debug!(error = %e, "could not report the quarantine in status");
+    }
+    let note = EventNote {
+        warning: true,
+        reason: REASON_RECONCILE_FAILING.into(),
+        note: message,
+    };
+    publish(&ctx, &sync, &[note]).await;
+}

@@ -1,0 +1,873 @@
+//! The pure decision for one ConfigMapSync: which namespaces are destinations, what each one's
+//! copy needs (nothing, a create, an update, a delete-and-create), which copies go, and the status
+//! and events that say so.
+//!
+//! No clock, no randomness, no I/O: the same [`Inputs`] always give the same [`Plan`], and a world
+//! that has not changed gives a plan with no writes and the previous status.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::core::{Selector, SelectorExt as _};
+use vigil_apis::configmap_sync::{
+    ConfigMapSyncSpec, ConfigMapSyncStatus, DestinationState, DestinationStatus,
+    SourceDeletedPolicy,
+};
+use vigil_runtime::conditions::{self, NewCondition, Status};
+
+use super::consent;
+use super::model::{
+    ConfigMapView, CopyRef, CopyWrite, EventNote, Inputs, MAX_SOURCE_BYTES, NamespaceView, Plan,
+    WriteKind,
+};
+
+/// Condition types this controller writes.
+pub const READY: &str = "Ready";
+pub const DEGRADED: &str = "Degraded";
+/// Condition reasons.
+pub const REASON_ALL_SYNCED: &str = "AllSynced";
+pub const REASON_AS_EXPECTED: &str = "AsExpected";
+pub const REASON_SOURCE_NOT_FOUND: &str = "SourceNotFound";
+pub const REASON_CONSENT_MISSING: &str = "ConsentMissing";
+pub const REASON_SOURCE_TOO_LARGE: &str = "SourceTooLarge";
+pub const REASON_CONFLICT: &str = "Conflict";
+pub const REASON_NAMESPACE_NOT_FOUND: &str = "NamespaceNotFound";
+pub const REASON_INVALID_DESTINATION: &str = "InvalidDestination";
+pub const REASON_INVALID_SELECTOR: &str = "InvalidSelector";
+pub const REASON_SYNC_FAILED: &str = "SyncFailed";
+/// Event reasons.
+pub const REASON_COPIES_WRITTEN: &str = "CopiesWritten";
+pub const REASON_COPIES_DELETED: &str = "CopiesDeleted";
+
+/// How many namespaces a message lists before summarising the rest.
+const MESSAGE_LIST_LIMIT: usize = 10;
+
+/// The namespace selector as a matcher; `Err` says why it is unusable.
+pub fn selector(spec: &ConfigMapSyncSpec) -> Option<Result<Selector, String>> {
+    spec.namespace_selector
+        .clone()
+        .map(|s: LabelSelector| Selector::try_from(s).map_err(|e| e.to_string()))
+}
+
+/// Every destination namespace: the tutorial's one, the listed ones, and the existing
+/// namespaces (not being deleted) that the selector matches.
+pub fn destinations(
+    spec: &ConfigMapSyncSpec,
+    namespaces: &BTreeMap<String, NamespaceView>,
+) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = std::iter::once(spec.destination_namespace.clone())
+        .chain(spec.destination_namespaces.iter().cloned())
+        .collect();
+    if let Some(Ok(selector)) = selector(spec) {
+        out.extend(
+            namespaces
+                .values()
+                .filter(|ns| !ns.terminating && selector.matches(&ns.labels))
+                .map(|ns| ns.name.clone()),
+        );
+    }
+    out
+}
+
+/// What can be done with the source.
+enum Source<'a> {
+    Usable(&'a ConfigMapView),
+    NotFound,
+    /// Foreign and not consenting (or not there: the two read alike).
+    NotPermitted,
+    TooLarge(usize),
+}
+
+/// A list of names, cut after [`MESSAGE_LIST_LIMIT`].
+fn list(names: &[&str]) -> String {
+    if names.len() <= MESSAGE_LIST_LIMIT {
+        names.join(", ")
+    } else {
+        format!(
+            "{} and {} more",
+            names[..MESSAGE_LIST_LIMIT].join(", "),
+            names.len() - MESSAGE_LIST_LIMIT
+        )
+    }
+}
+
+/// The decision for one ConfigMapSync (not being deleted).
+pub fn decide(inputs: &Inputs<'_>) -> Plan {
+    let sync = inputs.sync;
+    let spec = &sync.spec;
+    let me = sync.key();
+    let settings = inputs.settings;
+    let previous = sync.status.clone().unwrap_or_default();
+    let previous_entries: BTreeMap<&str, &DestinationStatus> = previous
+        .destinations
+        .iter()
+        .map(|d| (d.namespace.as_str(), d))
+        .collect();
+    let now = Time(inputs.now);
+
+    let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
+    let source = match inputs.source {
+        Some(s) if !consent::source_consents(s, &sync.namespace, settings) => Source::NotPermitted,
+        None if spec.source_namespace != sync.namespace && !settings.trust_all => {
+            Source::NotPermitted
+        }
+        None => Source::NotFound,
+        Some(s) if s.size > MAX_SOURCE_BYTES => Source::TooLarge(s.size),
+        Some(s) => Source::Usable(s),
+    };
+
+    // The ConfigMaps named like the source, by namespace (the source's own excluded).
+    let at: BTreeMap<&str, &ConfigMapView> = inputs
+        .config_maps
+        .iter()
+        .filter(|c| c.name == spec.config_map_name && c.namespace != spec.source_namespace)
+        .map(|c| (c.namespace.as_str(), c))
+        .collect();
+    let wanted = destinations(spec, inputs.namespaces);
+
+    let mut entries = Vec::with_capacity(wanted.len());
+    let mut writes = Vec::new();
+    let mut deletes = Vec::new();
+    let mut not_permitted: Vec<&str> = Vec::new();
+    let mut conflicts: Vec<String> = Vec::new();
+    let mut missing_namespaces: Vec<&str> = Vec::new();
+    let mut invalid: Vec<&str> = Vec::new();
+
+    for ns in &wanted {
+        let existing = at.get(ns.as_str()).copied();
+        let owned = existing.is_some_and(|c| c.owner.as_deref() == Some(me.as_str()));
+        let before = previous_entries.get(ns.as_str());
+        let mut entry = DestinationStatus {
+            namespace: ns.clone(),
+            state: DestinationState::Synced,
+            content_hash: before.and_then(|b| b.content_hash.clone()),
+            last_sync_time: before.and_then(|b| b.last_sync_time.clone()),
+            error: None,
+        };
+        let namespace = inputs.namespaces.get(ns);
+        if *ns == spec.source_namespace {
+            entry.state = DestinationState::Invalid;
+            entry.error = Some("the destination is the source's own namespace".into());
+            invalid.push(ns);
+        } else if namespace.is_none() {
+            entry.state = DestinationState::NamespaceNotFound;
+            entry.error = Some(format!("namespace {ns} does not exist"));
+            missing_namespaces.push(ns);
+        } else if let Some(namespace) =
+            namespace.filter(|n| !consent::namespace_accepts(n, &sync.namespace, settings))
+        {
+            entry.state = DestinationState::NotPermitted;
+            entry.error = Some(consent::missing_destination_consent(
+                &[&namespace.name],
+                &sync.namespace,
+            ));
+            not_permitted.push(ns);
+        } else {
+            match &source {
+                Source::Usable(src) => {
+                    match existing {
+                        None => {
+                            writes.push(CopyWrite {
+                                namespace: ns.clone(),
+                                kind: WriteKind::Create,
+                            });
+                        }
+                        Some(cm) => {
+                            let owner_alive = cm
+                                .owner
+                                .as_ref()
+                                .is_some_and(|o| inputs.live_syncs.contains(o));
+                            if !owned && owner_alive {
+                                entry.state = DestinationState::Conflict;
+                                let owner = cm.owner.as_deref().unwrap_or_default();
+                                entry.error = Some(format!(
+                                    "ConfigMap {ns}/{} is the copy of ConfigMapSync {owner}",
+                                    cm.name
+                                ));
+                                conflicts.push(format!("{ns} (ConfigMapSync {owner})"));
+                            } else if !owned && !spec.adopt_existing() {
+                                entry.state = DestinationState::Conflict;
+                                entry.error = Some(format!(
+                                    "ConfigMap {ns}/{} exists and Vigil does not manage it (set spec.adoptExisting: true to take it over)",
+                                    cm.name
+                                ));
+                                conflicts.push(format!("{ns} (not managed by Vigil)"));
+                            } else if owned && cm.content_hash == src.content_hash {
+                                // Up to date.
+                            } else if cm.terminating {
+                                entry.state = DestinationState::Failed;
+                                entry.error =
+                                    Some("the existing ConfigMap is being deleted".into());
+                            } else if cm.immutable {
+                                writes.push(CopyWrite {
+                                    namespace: ns.clone(),
+                                    kind: WriteKind::Recreate {
+                                        uid: cm.uid.clone(),
+                                    },
+                                });
+                            } else {
+                                writes.push(CopyWrite {
+                                    namespace: ns.clone(),
+                                    kind: WriteKind::Update {
+                                        resource_version: cm.resource_version.clone(),
+                                        labels: cm.labels.clone(),
+                                    },
+                                });
+                            }
+                        }
+                    }
+                    if entry.state == DestinationState::Synced {
+                        entry.content_hash = Some(src.content_hash.clone());
+                        if writes.last().is_some_and(|w| w.namespace == *ns) {
+                            entry.last_sync_time = Some(now.clone());
+                        }
+                    }
+                }
+                Source::NotFound
+                    if owned && spec.source_deleted_policy() == SourceDeletedPolicy::Delete =>
+                {
+                    if let Some(cm) = existing {
+                        deletes.push(CopyRef {
+                            namespace: ns.clone(),
+                            name: cm.name.clone(),
+                            uid: cm.uid.clone(),
+                        });
+                    }
+                    entry.state = DestinationState::Stale;
+                    entry.error = Some("the source does not exist; its copy was deleted".into());
+                    entry.content_hash = None;
+                }
+                Source::NotFound => {
+                    entry.state = DestinationState::Stale;
+                    entry.error =
+                        Some("the source does not exist; an existing copy is kept".into());
+                }
+                Source::NotPermitted => {
+                    entry.state = DestinationState::Stale;
+                    entry.error = Some("the source may not be read".into());
+                }
+                Source::TooLarge(_) => {
+                    entry.state = DestinationState::Stale;
+                    entry.error = Some("the source is over 1 MiB".into());
+                }
+            }
+        }
+        entries.push(entry);
+    }
+
+    // Copies this ConfigMapSync owns that are no longer wanted: another name (the spec was
+    // edited), or a namespace no longer listed or matched. Never the source itself.
+    for cm in inputs.config_maps {
+        let is_source = cm.namespace == spec.source_namespace && cm.name == spec.config_map_name;
+        if cm.owner.as_deref() == Some(me.as_str())
+            && !is_source
+            && !cm.terminating
+            && (cm.name != spec.config_map_name || !wanted.contains(&cm.namespace))
+        {
+            deletes.push(CopyRef {
+                namespace: cm.namespace.clone(),
+                name: cm.name.clone(),
+                uid: cm.uid.clone(),
+            });
+        }
+    }
+
+    // Conditions: every problem, most fundamental first; its reason is the first one's.
+    let mut problems: Vec<(&str, String)> = Vec::new();
+    match &source {
+        Source::Usable(_) => {}
+        Source::NotPermitted => problems.push((
+            REASON_CONSENT_MISSING,
+            consent::missing_source_consent(
+                &spec.source_namespace,
+                &spec.config_map_name,
+                &sync.namespace,
+            ),
+        )),
+        Source::NotFound => problems.push((
+            REASON_SOURCE_NOT_FOUND,
+            format!(
+                "source ConfigMap {source_key} not found; copies are {} (sourceDeletedPolicy: {:?})",
+                match spec.source_deleted_policy() {
+                    SourceDeletedPolicy::Keep => "kept",
+                    SourceDeletedPolicy::Delete => "deleted",
+                },
+                spec.source_deleted_policy()
+            ),
+        )),
+        Source::TooLarge(size) => problems.push((
+            REASON_SOURCE_TOO_LARGE,
+            format!(
+                "source ConfigMap {source_key} holds {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit of a ConfigMap; not copied"
+            ),
+        )),
+    }
+    if !not_permitted.is_empty() {
+        problems.push((
+            REASON_CONSENT_MISSING,
+            consent::missing_destination_consent(&not_permitted, &sync.namespace),
+        ));
+    }
+    if !conflicts.is_empty() {
+        let refs: Vec<&str> = conflicts.iter().map(String::as_str).collect();
+        problems.push((
+            REASON_CONFLICT,
+            format!(
+                "ConfigMap {} already exists in {}",
+                spec.config_map_name,
+                list(&refs)
+            ),
+        ));
+    }
+    if !missing_namespaces.is_empty() {
+        problems.push((
+            REASON_NAMESPACE_NOT_FOUND,
+            format!(
+                "destination namespaces not found: {}",
+                list(&missing_namespaces)
+            ),
+        ));
+    }
+    if !invalid.is_empty() {
+        problems.push((
+            REASON_INVALID_DESTINATION,
+            format!(
+                "the source's own namespace {} cannot be a destination",
+                list(&invalid)
+            ),
+        ));
+    }
+    if let Some(Err(e)) = selector(spec) {
+        problems.push((
+            REASON_INVALID_SELECTOR,
+            format!("namespaceSelector is invalid and matches nothing: {e}"),
+        ));
+    }
+
+    let synced = entries
+        .iter()
+        .filter(|e| e.state == DestinationState::Synced)
+        .count();
+    let mut status = ConfigMapSyncStatus {
+        last_sync_time: if writes.is_empty() {
+            previous.last_sync_time.clone()
+        } else {
+            Some(now.clone())
+        },
+        observed_generation: sync.generation,
+        conditions: previous.conditions.clone(),
+        source_hash: match &source {
+            Source::Usable(s) => Some(s.content_hash.clone()),
+            _ => previous.source_hash.clone(),
+        },
+        destination_count: u32::try_from(entries.len()).unwrap_or(u32::MAX),
+        synced: u32::try_from(synced).unwrap_or(u32::MAX),
+        destinations: entries,
+    };
+    let degraded_message = problems
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let (degraded, ready) = match problems.first() {
+        None => (
+            NewCondition {
+                type_: DEGRADED,
+                status: Status::False,
+                reason: REASON_AS_EXPECTED,
+                message: "every destination can be synced",
+                observed_generation: sync.generation,
+            },
+            NewCondition {
+                type_: READY,
+                status: if synced == status.destinations.len() {
+                    Status::True
+                } else {
+                    Status::False
+                },
+                reason: REASON_ALL_SYNCED,
+                message: "every destination holds an up-to-date copy",
+                observed_generation: sync.generation,
+            },
+        ),
+        Some((reason, _)) => (
+            NewCondition {
+                type_: DEGRADED,
+                status: Status::True,
+                reason,
+                message: &degraded_message,
+                observed_generation: sync.generation,
+            },
+            NewCondition {
+                type_: READY,
+                status: Status::False,
+                reason,
+                message: &degraded_message,
+                observed_generation: sync.generation,
+            },
+        ),
+    };
+    let ready_message;
+    let ready = if ready.status == Status::False && problems.is_empty() {
+        ready_message = format!(
+            "{synced} of {} destinations synced",
+            status.destinations.len()
+        );
+        NewCondition {
+            reason: REASON_SYNC_FAILED,
+            message: &ready_message,
+            ..ready
+        }
+    } else {
+        ready
+    };
+    conditions::set(&mut status.conditions, &ready, &now);
+    conditions::set(&mut status.conditions, &degraded, &now);
+
+    let mut events = Vec::new();
+    let was_degraded = conditions::find(&previous.conditions, DEGRADED)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+    if let Some((reason, _)) = problems.first()
+        && was_degraded
+            != Some((
+                "True".to_owned(),
+                (*reason).to_owned(),
+                degraded_message.clone(),
+            ))
+    {
+        events.push(EventNote {
+            warning: true,
+            reason: (*reason).to_owned(),
+            note: degraded_message.clone(),
+        });
+    }
+    if !writes.is_empty() {
+        let names: Vec<&str> = writes.iter().map(|w| w.namespace.as_str()).collect();
+        events.push(EventNote {
+            warning: false,
+            reason: REASON_COPIES_WRITTEN.into(),
+            note: format!(
+                "copied {source_key} to {} namespace(s): {}",
+                names.len(),
+                list(&names)
+            ),
+        });
+    }
+    if !deletes.is_empty() {
+        let names: Vec<String> = deletes
+            .iter()
+            .map(|d| format!("{}/{}", d.namespace, d.name))
+            .collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        events.push(EventNote {
+            warning: false,
+            reason: REASON_COPIES_DELETED.into(),
+            note: format!("deleted copies no longer wanted: {}", list(&refs)),
+        });
+    }
+    Plan {
+        status,
+        writes,
+        deletes,
+        events,
+    }
+}
+
+/// The copies to delete when the ConfigMapSync is deleted: every copy it owns (whatever the
+/// namespace's consent: they are Vigil's own objects), or none under `deletionPolicy: Orphan`.
+pub fn cleanup(inputs: &Inputs<'_>) -> Vec<CopyRef> {
+    use vigil_apis::configmap_sync::DeletionPolicy;
+    let sync = inputs.sync;
+    if sync.spec.deletion_policy() == DeletionPolicy::Orphan {
+        return Vec::new();
+    }
+    let me = sync.key();
+    inputs
+        .config_maps
+        .iter()
+        .filter(|cm| {
+            cm.owner.as_deref() == Some(me.as_str())
+                && !(cm.namespace == sync.spec.source_namespace
+                    && cm.name == sync.spec.config_map_name)
+        })
+        .map(|cm| CopyRef {
+            namespace: cm.namespace.clone(),
+            name: cm.name.clone(),
+            uid: cm.uid.clone(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::configmap_sync::consent::accept_label;
+    use crate::configmap_sync::model::{Settings, SyncView};
+    use k8s_openapi::jiff::Timestamp;
+    use vigil_apis::configmap_sync::DeletionPolicy;
+
+    const HASH: &str = "sha256:aaaa";
+
+    struct World {
+        sync: SyncView,
+        source: Option<ConfigMapView>,
+        namespaces: BTreeMap<String, NamespaceView>,
+        config_maps: Vec<ConfigMapView>,
+        live: BTreeSet<String>,
+        settings: Settings,
+    }
+
+    fn spec() -> ConfigMapSyncSpec {
+        ConfigMapSyncSpec {
+            source_namespace: "src".into(),
+            destination_namespace: "dst".into(),
+            config_map_name: "app".into(),
+            destination_namespaces: vec![],
+            namespace_selector: None,
+            deletion_policy: None,
+            source_deleted_policy: None,
+            adopt_existing: None,
+        }
+    }
+
+    fn cm(ns: &str, hash: &str, owner: Option<&str>) -> ConfigMapView {
+        ConfigMapView {
+            namespace: ns.into(),
+            name: "app".into(),
+            uid: format!("uid-{ns}"),
+            resource_version: Some("7".into()),
+            labels: BTreeMap::new(),
+            owner: owner.map(Into::into),
+            content_hash: hash.into(),
+            size: 10,
+            immutable: false,
+            shareable_with: None,
+            terminating: false,
+        }
+    }
+
+    fn ns(name: &str, labels: &[(&str, &str)]) -> (String, NamespaceView) {
+        (
+            name.to_owned(),
+            NamespaceView {
+                name: name.into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                terminating: false,
+            },
+        )
+    }
+
+    /// The tutorial's example: a ConfigMapSync in `team` copying src/app to dst, trusted.
+    fn world() -> World {
+        World {
+            sync: SyncView {
+                namespace: "team".into(),
+                name: "sync".into(),
+                generation: Some(1),
+                spec: spec(),
+                status: None,
+            },
+            source: Some(cm("src", HASH, None)),
+            namespaces: [ns("team", &[]), ns("src", &[]), ns("dst", &[])]
+                .into_iter()
+                .collect(),
+            config_maps: vec![],
+            live: BTreeSet::from(["team/sync".to_owned()]),
+            settings: Settings { trust_all: true },
+        }
+    }
+
+    fn run(w: &World) -> Plan {
+        let mut all = w.config_maps.clone();
+        all.extend(w.source.clone());
+        decide(&Inputs {
+            sync: &w.sync,
+            source: w.source.as_ref(),
+            namespaces: &w.namespaces,
+            config_maps: &all,
+            live_syncs: &w.live,
+            now: Timestamp::from_second(1_000).expect("time"),
+            settings: &w.settings,
+        })
+    }
+
+    /// Applies a plan's status, as the API would after the writes.
+    fn settle(w: &mut World, plan: &Plan) {
+        w.sync.status = Some(plan.status.clone());
+        for write in &plan.writes {
+            w.config_maps.retain(|c| c.namespace != write.namespace);
+            let mut copy = cm(&write.namespace, HASH, Some("team/sync"));
+            copy.content_hash = w
+                .source
+                .as_ref()
+                .map(|s| s.content_hash.clone())
+                .unwrap_or_default();
+            w.config_maps.push(copy);
+        }
+        for d in &plan.deletes {
+            w.config_maps.retain(|c| c.namespace != d.namespace);
+        }
+    }
+
+    fn states(plan: &Plan) -> Vec<(String, DestinationState)> {
+        plan.status
+            .destinations
+            .iter()
+            .map(|d| (d.namespace.clone(), d.state))
+            .collect()
+    }
+
+    fn condition(plan: &Plan, type_: &str) -> (String, String, String) {
+        let c = conditions::find(&plan.status.conditions, type_).expect("condition");
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    #[test]
+    fn a_missing_copy_is_created_then_nothing_is_written() {
+        let mut w = world();
+        let plan = run(&w);
+        assert_eq!(
+            plan.writes,
+            vec![CopyWrite {
+                namespace: "dst".into(),
+                kind: WriteKind::Create
+            }]
+        );
+        assert_eq!(
+            states(&plan),
+            vec![("dst".into(), DestinationState::Synced)]
+        );
+        assert_eq!(condition(&plan, READY).0, "True");
+        assert_eq!(condition(&plan, DEGRADED).0, "False");
+        assert!(plan.status.last_sync_time.is_some());
+        assert_eq!(plan.events[0].reason, REASON_COPIES_WRITTEN);
+        settle(&mut w, &plan);
+        let again = run(&w);
+        assert!(again.writes.is_empty() && again.deletes.is_empty() && again.events.is_empty());
+        assert_eq!(
+            Some(&again.status),
+            w.sync.status.as_ref(),
+            "no status write at rest"
+        );
+    }
+
+    #[test]
+    fn a_changed_source_or_edited_copy_is_updated_and_an_immutable_one_recreated() {
+        let mut w = world();
+        w.config_maps
+            .push(cm("dst", "sha256:old", Some("team/sync")));
+        let plan = run(&w);
+        assert!(matches!(plan.writes[0].kind, WriteKind::Update { .. }));
+        w.config_maps[0].immutable = true;
+        let plan = run(&w);
+        assert_eq!(
+            plan.writes[0].kind,
+            WriteKind::Recreate {
+                uid: "uid-dst".into()
+            }
+        );
+    }
+
+    #[test]
+    fn an_unmanaged_configmap_is_a_conflict_unless_adoption_is_allowed() {
+        let mut w = world();
+        w.config_maps.push(cm("dst", HASH, None));
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        assert_eq!(
+            states(&plan),
+            vec![("dst".into(), DestinationState::Conflict)]
+        );
+        let (status, reason, message) = condition(&plan, DEGRADED);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", REASON_CONFLICT)
+        );
+        assert!(message.contains("not managed by Vigil"), "{message}");
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.warning && e.reason == REASON_CONFLICT)
+        );
+        // The same content still gets adopted (labels and annotations need writing).
+        w.sync.spec.adopt_existing = Some(true);
+        let plan = run(&w);
+        assert!(matches!(plan.writes[0].kind, WriteKind::Update { .. }));
+    }
+
+    #[test]
+    fn another_live_syncs_copy_is_a_conflict_even_with_adoption_but_an_orphan_is_adoptable() {
+        let mut w = world();
+        w.sync.spec.adopt_existing = Some(true);
+        w.config_maps.push(cm("dst", HASH, Some("team/other")));
+        w.live.insert("team/other".into());
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        assert_eq!(
+            states(&plan),
+            vec![("dst".into(), DestinationState::Conflict)]
+        );
+        assert!(
+            condition(&plan, DEGRADED)
+                .2
+                .contains("ConfigMapSync team/other")
+        );
+        w.live.remove("team/other");
+        assert_eq!(run(&w).writes.len(), 1, "the orphan is adopted");
+    }
+
+    #[test]
+    fn without_trust_the_tutorials_example_says_which_consent_is_missing() {
+        let mut w = world();
+        w.settings = Settings::default();
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        let (status, reason, message) = condition(&plan, DEGRADED);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("True", REASON_CONSENT_MISSING)
+        );
+        assert_eq!(
+            message,
+            "source ConfigMap src/app does not exist or does not consent to be read by ConfigMapSyncs in namespace team (annotation configmapsync.apps.bixbite.io/shareable-with: \"team\" missing); namespace dst does not consent to copies from ConfigMapSyncs in namespace team (label accept-from.configmapsync.apps.bixbite.io/team=true missing)"
+        );
+        assert_eq!(
+            states(&plan),
+            vec![("dst".into(), DestinationState::NotPermitted)]
+        );
+        // Both consents given: synced.
+        w.source.as_mut().expect("source").shareable_with = Some("team".into());
+        let label = accept_label("team");
+        w.namespaces
+            .insert("dst".into(), ns("dst", &[(&label, "true")]).1);
+        let plan = run(&w);
+        assert_eq!(plan.writes.len(), 1);
+        assert_eq!(condition(&plan, DEGRADED).0, "False");
+    }
+
+    #[test]
+    fn a_missing_foreign_source_reads_like_a_refusal_without_trust() {
+        let mut w = world();
+        w.settings = Settings::default();
+        w.source = None;
+        assert_eq!(condition(&run(&w), DEGRADED).1, REASON_CONSENT_MISSING);
+        w.settings.trust_all = true;
+        assert_eq!(condition(&run(&w), DEGRADED).1, REASON_SOURCE_NOT_FOUND);
+    }
+
+    #[test]
+    fn a_deleted_source_keeps_copies_or_deletes_them_per_policy() {
+        let mut w = world();
+        w.config_maps.push(cm("dst", HASH, Some("team/sync")));
+        w.source = None;
+        let plan = run(&w);
+        assert!(plan.deletes.is_empty() && plan.writes.is_empty());
+        assert_eq!(states(&plan), vec![("dst".into(), DestinationState::Stale)]);
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_SOURCE_NOT_FOUND);
+        w.sync.spec.source_deleted_policy = Some(SourceDeletedPolicy::Delete);
+        let plan = run(&w);
+        assert_eq!(plan.deletes.len(), 1);
+        assert_eq!(plan.deletes[0].uid, "uid-dst");
+    }
+
+    #[test]
+    fn the_selector_adds_namespaces_and_copies_outside_it_go() {
+        let mut w = world();
+        let mut selector = LabelSelector::default();
+        selector.match_labels = Some(BTreeMap::from([("env".to_owned(), "prod".to_owned())]));
+        w.sync.spec.namespace_selector = Some(selector);
+        w.namespaces
+            .extend([ns("a", &[("env", "prod")]), ns("b", &[("env", "dev")])]);
+        w.config_maps.push(cm("b", HASH, Some("team/sync")));
+        let plan = run(&w);
+        let written: Vec<&str> = plan.writes.iter().map(|w| w.namespace.as_str()).collect();
+        assert_eq!(written, vec!["a", "dst"]);
+        assert_eq!(plan.deletes.len(), 1);
+        assert_eq!(plan.deletes[0].namespace, "b");
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == REASON_COPIES_DELETED)
+        );
+    }
+
+    #[test]
+    fn a_renamed_source_deletes_the_old_copies_never_the_source() {
+        let mut w = world();
+        w.sync.spec.config_map_name = "renamed".into();
+        w.config_maps.push(cm("dst", HASH, Some("team/sync")));
+        // A copy of the source lies in the source namespace itself, under the new name.
+        let mut odd = cm("src", HASH, Some("team/sync"));
+        odd.name = "renamed".into();
+        w.config_maps.push(odd);
+        w.source = None;
+        let plan = run(&w);
+        assert_eq!(
+            plan.deletes,
+            vec![CopyRef {
+                namespace: "dst".into(),
+                name: "app".into(),
+                uid: "uid-dst".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn bad_destinations_are_reported_not_written() {
+        let mut w = world();
+        w.sync.spec.destination_namespaces = vec!["src".into(), "nowhere".into()];
+        let plan = run(&w);
+        let expected = vec![
+            ("dst".into(), DestinationState::Synced),
+            ("nowhere".into(), DestinationState::NamespaceNotFound),
+            ("src".into(), DestinationState::Invalid),
+        ];
+        assert_eq!(states(&plan), expected);
+        assert_eq!(plan.writes.len(), 1);
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_NAMESPACE_NOT_FOUND);
+        assert_eq!(plan.status.synced, 1);
+        assert_eq!(plan.status.destination_count, 3);
+    }
+
+    #[test]
+    fn an_oversized_source_is_not_copied() {
+        let mut w = world();
+        w.source.as_mut().expect("source").size = MAX_SOURCE_BYTES + 1;
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_SOURCE_TOO_LARGE);
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == REASON_SOURCE_TOO_LARGE)
+        );
+        // Reported once: the same problem again records no new Event.
+        w.sync.status = Some(plan.status.clone());
+        assert!(run(&w).events.is_empty());
+    }
+
+    #[test]
+    fn cleanup_deletes_owned_copies_unless_orphaned() {
+        let mut w = world();
+        w.config_maps.push(cm("dst", HASH, Some("team/sync")));
+        w.config_maps.push(cm("other", HASH, None));
+        let all = w.config_maps.clone();
+        let inputs = |w: &World| {
+            cleanup(&Inputs {
+                sync: &w.sync,
+                source: None,
+                namespaces: &w.namespaces,
+                config_maps: &all,
+                live_syncs: &w.live,
+                now: Timestamp::from_second(1).expect("time"),
+                settings: &w.settings,
+            })
+        };
+        assert_eq!(inputs(&w).len(), 1);
+        w.sync.spec.deletion_policy = Some(DeletionPolicy::Orphan);
+        assert!(inputs(&w).is_empty());
+    }
+}
