@@ -4,6 +4,10 @@
 
 pub mod configmap_sync;
 pub mod critical_service;
+pub mod status_backup_policy;
 
 pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};
 pub use critical_service::{CriticalService, CriticalServiceSpec, CriticalServiceStatus};
+pub use status_backup_policy::{
+    StatusBackupPolicy, StatusBackupPolicySpec, StatusBackupPolicyStatus,
+};

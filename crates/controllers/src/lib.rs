@@ -4,3 +4,4 @@
 pub mod configmap_sync;
 pub mod critical_service;
 pub mod permissions;
+pub mod status_vault;

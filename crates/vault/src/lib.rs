@@ -39,6 +39,7 @@ mod dir;
 mod error;
 mod layout;
 mod record;
+mod s3;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -49,6 +50,7 @@ pub use crypto::{ENVELOPE_OVERHEAD, EncryptionKey};
 pub use dir::DirBackend;
 pub use error::Error;
 pub use record::{ObjectKey, Record};
+pub use s3::S3Backend;
 
 /// Versions kept per object unless told otherwise.
 pub const DEFAULT_RETENTION: usize = 10;
@@ -125,10 +127,8 @@ impl Vault {
             });
         }
         if location.starts_with("s3://") {
-            return Err(Error::Location {
-                location: location.into(),
-                reason: "the S3 backend is not built yet".into(),
-            });
+            let backend = S3Backend::new(location)?;
+            return Ok(Self::with_backend(Box::new(backend), options));
         }
         if let Some((scheme, _)) = location.split_once("://") {
             return Err(Error::Location {

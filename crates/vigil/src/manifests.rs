@@ -7,9 +7,13 @@ use std::collections::BTreeMap;
 
 use kube::CustomResourceExt as _;
 use serde_json::{Value, json};
+use vigil_apis::ConfigMapSync;
 use vigil_apis::CriticalService;
+use vigil_apis::StatusBackupPolicy;
+use vigil_controllers::configmap_sync::controller as configmap_sync;
 use vigil_controllers::critical_service::controller as critical_service;
 use vigil_controllers::permissions::Permission;
+use vigil_controllers::status_vault;
 
 #[derive(Debug, clap::Args)]
 pub struct ManifestsArgs {
@@ -20,8 +24,17 @@ pub struct ManifestsArgs {
     #[arg(long, default_value = concat!("vigil:", env!("CARGO_PKG_VERSION")))]
     image: String,
     /// Controllers to install, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "criticalservice")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "criticalservice,configmapsync,statusvault"
+    )]
     controllers: Vec<String>,
+    /// Status vault: the resources StatusBackupPolicies may cover, as `plural` or
+    /// `plural.group` (`services,kubernetesclusters.infra.example.com`); each gets exactly
+    /// get/list/watch/patch and patch on its `/status` (no wildcards).
+    #[arg(long, value_delimiter = ',')]
+    status_vault_resources: Vec<String>,
     /// Instead of printing, write a Helm chart rendering the same objects into this directory.
     #[arg(long, value_name = "DIR")]
     chart: Option<std::path::PathBuf>,
@@ -41,6 +54,14 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
                 permissions.extend_from_slice(critical_service::PERMISSIONS);
                 crds.push(serde_json::to_value(CriticalService::crd())?);
             }
+            status_vault::NAME => {
+                permissions.extend_from_slice(status_vault::PERMISSIONS);
+                crds.push(serde_json::to_value(StatusBackupPolicy::crd())?);
+            }
+            configmap_sync::NAME => {
+                permissions.extend_from_slice(configmap_sync::PERMISSIONS);
+                crds.push(serde_json::to_value(ConfigMapSync::crd())?);
+            }
             other => anyhow::bail!("unknown controller {other:?}"),
         }
     }
@@ -49,7 +70,16 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
     let mut out = crds;
     out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}));
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels}}));
-    out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels}, "rules": rules(&permissions)}));
+    let mut cluster_rules = rules(&permissions);
+    if args.controllers.iter().any(|c| c == status_vault::NAME) {
+        for (group, resources, verbs) in
+            status_vault::controller::covered_kind_permissions(&args.status_vault_resources)
+        {
+            cluster_rules
+                .push(json!({"apiGroups": [group], "resources": resources, "verbs": verbs}));
+        }
+    }
+    out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels}, "rules": cluster_rules}));
     out.push(binding("ClusterRoleBinding", None, ns, &labels));
     out.push(json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -64,7 +94,17 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
             "template": {"metadata": {"name": "critical-service-pod"}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}},
         }));
     }
-    out.push(deployment(args, &labels));
+    let mut deploy = deployment(args, &labels);
+    if args.controllers.iter().any(|c| c == status_vault::NAME) {
+        // The root file system is read-only: the default directory backend needs a volume.
+        // An emptyDir survives container restarts, not rescheduling — use a PersistentVolume or
+        // S3 (`--status-vault-location s3://…`) to keep records across pods.
+        let pod = &mut deploy["spec"]["template"]["spec"];
+        pod["volumes"] = json!([{"name": "status-vault", "emptyDir": {}}]);
+        pod["containers"][0]["volumeMounts"] =
+            json!([{"name": "status-vault", "mountPath": "/var/lib/vigil"}]);
+    }
+    out.push(deploy);
     Ok(out)
 }
 
@@ -166,6 +206,7 @@ pub fn chart_files(args: &ManifestsArgs) -> anyhow::Result<BTreeMap<String, Stri
         namespace: NAMESPACE_MARK.into(),
         image: IMAGE_MARK.into(),
         controllers: args.controllers.clone(),
+        status_vault_resources: args.status_vault_resources.clone(),
         chart: None,
     };
     let mut files = BTreeMap::new();
@@ -236,7 +277,8 @@ mod tests {
         ManifestsArgs {
             namespace: "vigil-system".into(),
             image: "vigil:test".into(),
-            controllers: vec![critical_service::NAME.into()],
+            controllers: vec![critical_service::NAME.into(), configmap_sync::NAME.into(), status_vault::NAME.into()],
+            status_vault_resources: Vec::new(),
             chart: None,
         }
     }
@@ -302,7 +344,8 @@ mod chart_tests {
         ManifestsArgs {
             namespace: "vigil-system".into(),
             image: concat!("vigil:", env!("CARGO_PKG_VERSION")).into(),
-            controllers: vec![critical_service::NAME.into()],
+            controllers: vec![critical_service::NAME.into(), configmap_sync::NAME.into(), status_vault::NAME.into()],
+            status_vault_resources: Vec::new(),
             chart: None,
         }
     }

@@ -11,15 +11,19 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::sync::watch;
+use vigil_controllers::configmap_sync::{
+    controller as configmap_sync, model::Settings as ConfigMapSyncSettings,
+};
 use vigil_controllers::critical_service::{
     controller as critical_service, model::Settings, model::TemplateKey,
 };
+use vigil_controllers::status_vault::{self, model::Settings as StatusVaultSettings};
 use vigil_runtime::health::{self, Health};
 use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, unique_identity};
 use vigil_runtime::metrics::Metrics;
 
 /// Controllers `vigil run` can host.
-const CONTROLLERS: &[&str] = &[critical_service::NAME];
+const CONTROLLERS: &[&str] = &[critical_service::NAME, configmap_sync::NAME, status_vault::NAME];
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -66,6 +70,23 @@ pub struct RunArgs {
     /// Interval between renewals and acquisition attempts.
     #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
     retry_period: Duration,
+    /// Status vault: where policies without a backend keep records — a directory or
+    /// `s3://bucket/prefix`.
+    #[arg(
+        long,
+        env = "VIGIL_STATUS_VAULT_LOCATION",
+        default_value = "/var/lib/vigil/status-vault"
+    )]
+    status_vault_location: String,
+    /// Status vault: file holding the AES-256-GCM key of that default backend (32 raw bytes or
+    /// base64); absent: records are stored in clear.
+    #[arg(long, env = "VIGIL_STATUS_VAULT_KEY_FILE")]
+    status_vault_key_file: Option<String>,
+    /// ConfigMapSync: trust every ConfigMapSync author, so sources and destinations outside a
+    /// ConfigMapSync's namespace need no consent (for clusters where only administrators may
+    /// create ConfigMapSyncs). See docs/configmap-sync.md.
+    #[arg(long, env = "VIGIL_CONFIGMAPSYNC_TRUST_ALL")]
+    configmapsync_trust_all: bool,
     /// How long in-flight work may take to finish after SIGTERM.
     #[arg(long, default_value = "25s", value_parser = crate::parse_duration)]
     shutdown_timeout: Duration,
@@ -174,6 +195,37 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     report_leadership(leadership.clone(), metrics.clone(), health.clone());
 
     let mut controllers = Vec::new();
+    if args.controllers.iter().any(|c| c == status_vault::NAME) {
+        health.register(status_vault::NAME);
+        let ready_health = health.clone();
+        let vault = status_vault::StatusVault::new(
+            client.clone(),
+            StatusVaultSettings {
+                default_location: args.status_vault_location.clone(),
+                default_key_file: args.status_vault_key_file.clone(),
+            },
+            leadership.clone(),
+        );
+        controllers.push(tokio::spawn(vault.run(
+            metrics.clone(),
+            move |ok| ready_health.set_ready(status_vault::NAME, ok),
+            shutdown(),
+        )));
+    }
+    if args.controllers.iter().any(|c| c == configmap_sync::NAME) {
+        health.register(configmap_sync::NAME);
+        let ready_health = health.clone();
+        controllers.push(tokio::spawn(configmap_sync::run(
+            client.clone(),
+            ConfigMapSyncSettings {
+                trust_all: args.configmapsync_trust_all,
+            },
+            leadership.clone(),
+            metrics.clone(),
+            move |ok| ready_health.set_ready(configmap_sync::NAME, ok),
+            shutdown(),
+        )));
+    }
     if args.controllers.iter().any(|c| c == critical_service::NAME) {
         health.register(critical_service::NAME);
         let ready_health = health.clone();

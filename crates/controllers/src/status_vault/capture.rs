@@ -1,0 +1,226 @@
+//! Continuous capture: one lean watch per covered kind turns status changes into records on the
+//! capture queue, and workers drain the queue into the backends, retrying with backoff while a
+//! backend fails. A watched object is kept as metadata plus a hash of its status, never whole.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Resource as _, ResourceExt as _};
+use serde_json::Value;
+use vigil_apis::status_backup_policy::ResourceKind;
+use vigil_runtime::backoff::BackoffPolicy;
+use vigil_vault::{Record, Saved};
+
+use super::controller::Shared;
+use super::decide::{self, status_hash};
+use super::model::{BackendRef, ObjectView, PolicyView};
+
+/// Key of a watched object within its kind.
+type Name = (Option<String>, String);
+
+/// How capture retries a failing backend: quickly at first, at most every 5 s, never given up
+/// (records stay queued in memory; after a restart the watch's initial list captures again).
+pub const RETRY: BackoffPolicy = BackoffPolicy {
+    base: Duration::from_millis(100),
+    max: Duration::from_secs(5),
+    jitter: 0.2,
+    quarantine_after: u32::MAX,
+    quarantine_interval: Duration::from_secs(5),
+};
+
+/// The lean view of a watched object.
+pub fn view(obj: &DynamicObject) -> ObjectView {
+    ObjectView {
+        namespace: obj.namespace(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        labels: obj.labels().clone(),
+        status_hash: status_hash(obj.data.get("status")),
+    }
+}
+
+/// A record of `obj`'s current status (or of its deletion).
+pub fn record_of(ar: &ApiResource, obj: &DynamicObject, status: Value, deleted: bool) -> Record {
+    Record {
+        api_version: ar.api_version.clone(),
+        kind: ar.kind.clone(),
+        namespace: obj.namespace(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        resource_version: obj.resource_version().unwrap_or_default(),
+        generation: obj.meta().generation,
+        status,
+        time: k8s_openapi::jiff::Timestamp::now().to_string(),
+        deleted,
+        object: None,
+    }
+}
+
+/// The backends of the policies covering an object (each written once, however many policies).
+fn backends_covering(
+    shared: &Shared,
+    policies: &[PolicyView],
+    kind: &ResourceKind,
+    object: &ObjectView,
+) -> Vec<BackendRef> {
+    let labels = |ns: &str| shared.namespace_labels(ns);
+    let mut out: Vec<BackendRef> = policies
+        .iter()
+        .filter(|p| decide::covers(p, kind, object, &labels))
+        .map(|p| decide::backend_of(p, &shared.settings))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Watches one kind until aborted (the supervisor aborts it when no policy names the kind any
+/// more, or leadership is lost).
+pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource) {
+    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
+    let mut stream = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut relisted: HashSet<Name> = HashSet::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::Init) => relisted.clear(),
+            Ok(watcher::Event::InitApply(obj)) => {
+                relisted.insert((obj.namespace(), obj.name_any()));
+                observe(&shared, &kind, &ar, &obj);
+            }
+            Ok(watcher::Event::InitDone) => {
+                // Objects gone while the watch was down: their deletion was not seen, so their
+                // tombstone carries no status (the restore skips it for the previous record).
+                let gone: Vec<(Name, ObjectView)> = shared.with_objects(&kind, |objects| {
+                    objects
+                        .iter()
+                        .filter(|(name, _)| !relisted.contains(*name))
+                        .map(|(n, v)| (n.clone(), v.clone()))
+                        .collect()
+                });
+                for (name, seen) in gone {
+                    let mut obj = DynamicObject::new(&name.1, &ar);
+                    obj.metadata.namespace = name.0.clone();
+                    obj.metadata.uid = Some(seen.uid.clone());
+                    forget(&shared, &kind, &ar, &obj, Value::Null, &seen);
+                }
+                shared.set_kind_synced(&kind);
+            }
+            Ok(watcher::Event::Apply(obj)) => observe(&shared, &kind, &ar, &obj),
+            Ok(watcher::Event::Delete(obj)) => {
+                let seen = view(&obj);
+                let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+                forget(&shared, &kind, &ar, &obj, status, &seen);
+            }
+            Err(e) => tracing::debug!(kind = %kind.kind, error = %e, "watch error; retrying"),
+        }
+    }
+}
+
+/// A new observation of an object: queue a record if its status changed, and restore its
+/// status if it came back empty under an `OnCreate` policy.
+fn observe(shared: &Arc<Shared>, kind: &ResourceKind, ar: &ApiResource, obj: &DynamicObject) {
+    let now = view(obj);
+    let name = (now.namespace.clone(), now.name.clone());
+    let previous = shared.with_objects(kind, |objects| objects.insert(name, now.clone()));
+    let policies = shared.policies();
+    if decide::worth_capturing(previous.as_ref(), &now) {
+        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+        for backend in backends_covering(shared, &policies, kind, &now) {
+            shared
+                .queue
+                .push(backend, record_of(ar, obj, status.clone(), false));
+        }
+    }
+    let labels = |ns: &str| shared.namespace_labels(ns);
+    let restore_annotation_pending = obj
+        .annotations()
+        .get(super::model::RESTORE_STATUS_ANNOTATION)
+        .is_some_and(|v| v != super::model::RESTORE_DONE);
+    if (now.status_hash.is_none() || restore_annotation_pending)
+        && decide::restores_on_create(&policies, kind, &now, &labels)
+        && shared.first_restore_attempt(&now.uid)
+    {
+        tokio::spawn(super::restore::restore_in_background(
+            shared.clone(),
+            ar.clone(),
+            now.namespace.clone(),
+            now.name.clone(),
+            now.uid.clone(),
+        ));
+    }
+}
+
+/// The object is gone: queue its tombstone (with its last status when known).
+fn forget(
+    shared: &Shared,
+    kind: &ResourceKind,
+    ar: &ApiResource,
+    obj: &DynamicObject,
+    status: Value,
+    seen: &ObjectView,
+) {
+    shared.with_objects(kind, |objects| {
+        objects.remove(&(seen.namespace.clone(), seen.name.clone()))
+    });
+    shared.forget_restore_attempt(&seen.uid);
+    let policies = shared.policies();
+    for backend in backends_covering(shared, &policies, kind, seen) {
+        shared
+            .queue
+            .push(backend, record_of(ar, obj, status.clone(), true));
+    }
+}
+
+/// Drains the capture queue into the backends; runs until aborted.
+pub async fn capture_worker(shared: Arc<Shared>) {
+    loop {
+        let (key, mut record) = shared.queue.next().await;
+        let mut attempt: u32 = 0;
+        loop {
+            let result = match shared.vault(&key.0).await {
+                Ok(vault) => vault.save(&record).await.map_err(|e| e.to_string()),
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(saved) => {
+                    shared.backend_succeeded(&key.0, matches!(saved, Saved::Written { .. }));
+                    if let Some(hook) = &shared.on_saved {
+                        hook(&record, saved);
+                    }
+                    shared.metrics_captured(saved);
+                    shared.queue.done(&key, &record);
+                    break;
+                }
+                Err(error) => {
+                    attempt = attempt.saturating_add(1);
+                    shared.backend_failed(&key.0, &error);
+                    let delay = RETRY.delay(attempt, rand_unit()).delay;
+                    tracing::debug!(backend = %key.0.location, %error, ?delay, "capture failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    // A newer status may have replaced the one that failed.
+                    match shared.queue.head(&key) {
+                        Some(newer) => record = newer,
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A number in [0, 1) for jitter, without a random-number crate: the clock's nanoseconds.
+fn rand_unit() -> f64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    f64::from(nanos % 1000) / 1000.0
+}
+
+/// Objects of a kind, by namespace and name.
+pub type Objects = HashMap<Name, ObjectView>;

@@ -1,0 +1,760 @@
+//! The status vault's pure decisions: which objects a policy covers, which kinds to watch, which
+//! backend a policy writes to, whether a status change is worth a record, which record (if any) a
+//! re-created object gets back, and what a policy's status says.
+//!
+//! No clock, no I/O: the same inputs always give the same answer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash as _, Hasher as _};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::core::{Selector, SelectorExt as _};
+use serde_json::Value;
+use vigil_apis::status_backup_policy::{
+    BackendStatus, ResourceKind, ResourceState, RestoreMode, StatusBackupPolicyStatus,
+};
+use vigil_runtime::conditions::{self, NewCondition, Status};
+use vigil_vault::Record;
+
+use super::model::{
+    BackendHealth, BackendRef, DEFAULT_RETENTION, ObjectView, PolicyView, Resolution, Settings,
+};
+
+/// Condition types and reasons of a policy.
+pub const READY: &str = "Ready";
+pub const DEGRADED: &str = "Degraded";
+pub const REASON_WATCHING: &str = "Watching";
+pub const REASON_AS_EXPECTED: &str = "AsExpected";
+pub const REASON_BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
+pub const REASON_INVALID_SELECTOR: &str = "InvalidSelector";
+pub const REASON_RESOLVING: &str = "Resolving";
+
+/// Whether a status carries nothing worth keeping (absent, null, or `{}`).
+pub fn status_is_empty(status: Option<&Value>) -> bool {
+    match status {
+        None | Some(Value::Null) => true,
+        Some(Value::Object(m)) => m.is_empty(),
+        Some(_) => false,
+    }
+}
+
+/// A hash of a non-empty status, to tell a change from a resend without keeping the status.
+pub fn status_hash(status: Option<&Value>) -> Option<u64> {
+    if status_is_empty(status) {
+        return None;
+    }
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    status.map(Value::to_string).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// Whether a new observation of an object is worth a record: a non-empty status that differs
+/// from the last one seen for the same object (same uid). Empty statuses are never recorded: a
+/// re-created object starts empty, and recording that would bury the status to restore.
+pub fn worth_capturing(previous: Option<&ObjectView>, now: &ObjectView) -> bool {
+    now.status_hash.is_some()
+        && previous.is_none_or(|p| p.uid != now.uid || p.status_hash != now.status_hash)
+}
+
+/// The kinds a set of policies names, with the core group spelled `""`.
+pub fn wanted_kinds<'a>(
+    policies: impl IntoIterator<Item = &'a PolicyView>,
+) -> BTreeSet<ResourceKind> {
+    policies
+        .into_iter()
+        .flat_map(|p| p.spec.resources.iter())
+        .map(|r| ResourceKind {
+            group: r.group.trim().to_owned(),
+            kind: r.kind.trim().to_owned(),
+        })
+        .collect()
+}
+
+/// Whether a policy names a kind.
+pub fn names_kind(policy: &PolicyView, kind: &ResourceKind) -> bool {
+    policy
+        .spec
+        .resources
+        .iter()
+        .any(|r| r.group.trim() == kind.group && r.kind.trim() == kind.kind)
+}
+
+fn selector_matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    // An invalid selector covers nothing (the policy's status says why).
+    Selector::try_from(selector.clone()).is_ok_and(|s| s.matches(labels))
+}
+
+/// Why a policy's selectors cannot be used, if they cannot.
+pub fn selector_error(policy: &PolicyView) -> Option<String> {
+    let check = |what: &str, s: &Option<LabelSelector>| {
+        s.as_ref()
+            .and_then(|s| Selector::try_from(s.clone()).err())
+            .map(|e| format!("{what}: {e}"))
+    };
+    check("selector", &policy.spec.selector)
+        .or_else(|| check("namespaceSelector", &policy.spec.namespace_selector))
+}
+
+/// Whether `policy` covers `object` of `kind`. `namespace_labels` gives a namespace's labels
+/// (for `namespaceSelector`); cluster-scoped objects are covered whatever the namespaces say.
+pub fn covers(
+    policy: &PolicyView,
+    kind: &ResourceKind,
+    object: &ObjectView,
+    namespace_labels: &dyn Fn(&str) -> Option<BTreeMap<String, String>>,
+) -> bool {
+    if !names_kind(policy, kind) {
+        return false;
+    }
+    let spec = &policy.spec;
+    let in_namespace = match &object.namespace {
+        None => true,
+        Some(ns) => {
+            (spec.namespaces.is_empty() && spec.namespace_selector.is_none())
+                || spec.namespaces.iter().any(|n| n == ns)
+                || spec.namespace_selector.as_ref().is_some_and(|s| {
+                    namespace_labels(ns).is_some_and(|labels| selector_matches(s, &labels))
+                })
+        }
+    };
+    in_namespace
+        && spec
+            .selector
+            .as_ref()
+            .is_none_or(|s| selector_matches(s, &object.labels))
+}
+
+/// The backend a policy writes to.
+pub fn backend_of(policy: &PolicyView, settings: &Settings) -> BackendRef {
+    match &policy.spec.backend {
+        Some(b) => BackendRef {
+            location: b.location.trim().to_owned(),
+            key_file: b.encryption_key_file.clone(),
+        },
+        None => BackendRef {
+            location: settings.default_location.clone(),
+            key_file: settings.default_key_file.clone(),
+        },
+    }
+}
+
+/// Versions kept in a backend: the largest retention of the policies writing to it (one vault
+/// per location, so policies sharing it never delete each other's versions).
+pub fn retention_of<'a>(
+    backend: &BackendRef,
+    policies: impl IntoIterator<Item = &'a PolicyView>,
+    settings: &Settings,
+) -> u32 {
+    policies
+        .into_iter()
+        .filter(|p| backend_of(p, settings) == *backend)
+        .map(|p| p.spec.retention.unwrap_or(DEFAULT_RETENTION))
+        .max()
+        .unwrap_or(DEFAULT_RETENTION)
+}
+
+/// Whether Vigil restores `object` by itself: a policy in `OnCreate` mode covers it.
+pub fn restores_on_create<'a>(
+    policies: impl IntoIterator<Item = &'a PolicyView>,
+    kind: &ResourceKind,
+    object: &ObjectView,
+    namespace_labels: &dyn Fn(&str) -> Option<BTreeMap<String, String>>,
+) -> bool {
+    policies.into_iter().any(|p| {
+        p.spec.restore_mode == RestoreMode::OnCreate && covers(p, kind, object, namespace_labels)
+    })
+}
+
+/// What a re-created object gets back.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pick {
+    /// The status to restore: the newest record of another object (uid) with a non-empty status.
+    Restore(Record),
+    /// Nothing to restore: no record, or the object (this uid) has records of its own — its
+    /// status was emptied after it was captured, which is not Vigil's to undo.
+    Nothing,
+    /// The newest record is corrupt (or unreadable with this key): restoring an older one could
+    /// hand a controller stale state, so nothing is restored and a human decides.
+    Corrupt(String),
+}
+
+/// Picks the record to restore from an object's history (oldest first, as the vault lists it).
+/// Tombstones carry the object's last status, so a status changed just before a deletion is
+/// never lost to coalescing; they are candidates like any record.
+pub fn pick_restore<E: std::fmt::Display>(
+    history_oldest_first: &[Result<Record, E>],
+    current_uid: &str,
+) -> Pick {
+    for entry in history_oldest_first.iter().rev() {
+        match entry {
+            Err(e) => return Pick::Corrupt(e.to_string()),
+            Ok(record) if record.uid == current_uid => return Pick::Nothing,
+            Ok(record) if status_is_empty(Some(&record.status)) => continue,
+            Ok(record) => return Pick::Restore(record.clone()),
+        }
+    }
+    Pick::Nothing
+}
+
+/// What a policy's status should be.
+pub struct PolicyInputs<'a> {
+    pub policy: &'a PolicyView,
+    pub previous: Option<&'a StatusBackupPolicyStatus>,
+    /// How each of its kinds resolved; a kind missing here is still being resolved.
+    pub resolutions: &'a BTreeMap<ResourceKind, Resolution>,
+    pub covered: u32,
+    pub backend: &'a BackendRef,
+    pub health: &'a BackendHealth,
+    pub now: &'a Time,
+}
+
+/// A policy's new status and the Events that announce new problems.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyPlan {
+    pub status: StatusBackupPolicyStatus,
+    /// `(reason, message)` of Warning Events: a problem that was not reported before.
+    pub warnings: Vec<(String, String)>,
+}
+
+/// Computes a policy's status. The first problem found names the Ready/Degraded reason; the
+/// resources list says how every kind is doing.
+pub fn policy_status(inputs: &PolicyInputs<'_>) -> PolicyPlan {
+    let policy = inputs.policy;
+    let mut resources = Vec::new();
+    let mut problem: Option<(String, String)> = None;
+    let mut resolving = false;
+    for kind in wanted_kinds([policy]) {
+        let label = if kind.group.is_empty() {
+            kind.kind.clone()
+        } else {
+            format!("{}.{}", kind.kind, kind.group)
+        };
+        let (resource, message) = match inputs.resolutions.get(&kind) {
+            None => {
+                resolving = true;
+                resources.push(ResourceState {
+                    group: kind.group.clone(),
+                    kind: kind.kind.clone(),
+                    resource: None,
+                    state: REASON_RESOLVING.into(),
+                    message: None,
+                });
+                continue;
+            }
+            Some(Resolution::Watching { resource, .. }) => (Some(resource.clone()), None),
+            Some(Resolution::NotFound(m)) => (None, Some(format!("{label}: {m}"))),
+            Some(Resolution::NoStatusSubresource { resource }) => (
+                Some(resource.clone()),
+                Some(format!(
+                    "{label} ({resource}) has no status subresource: its status cannot be restored"
+                )),
+            ),
+            Some(Resolution::Failed(m)) => (None, Some(format!("{label}: discovery failed: {m}"))),
+        };
+        let state = inputs.resolutions.get(&kind).map_or("", Resolution::state);
+        if let (None, Some(m)) = (&problem, &message) {
+            problem = Some((state.to_owned(), m.clone()));
+        }
+        resources.push(ResourceState {
+            group: kind.group,
+            kind: kind.kind,
+            resource,
+            state: state.to_owned(),
+            message,
+        });
+    }
+    if problem.is_none()
+        && let Some(e) = selector_error(policy)
+    {
+        problem = Some((REASON_INVALID_SELECTOR.into(), e));
+    }
+    if problem.is_none()
+        && let Some(e) = &inputs.health.error
+    {
+        problem = Some((
+            REASON_BACKEND_UNAVAILABLE.into(),
+            format!(
+                "{}: {e}; {} capture(s) pending, retried with backoff",
+                inputs.backend.location, inputs.health.pending
+            ),
+        ));
+    }
+
+    let previous = inputs.previous.cloned().unwrap_or_default();
+    let mut conditions = previous.conditions.clone();
+    let generation = policy.generation;
+    let (ready, degraded) = match &problem {
+        Some((reason, message)) => (
+            NewCondition {
+                type_: READY,
+                status: Status::False,
+                reason,
+                message,
+                observed_generation: generation,
+            },
+            NewCondition {
+                type_: DEGRADED,
+                status: Status::True,
+                reason,
+                message,
+                observed_generation: generation,
+            },
+        ),
+        None if resolving => (
+            NewCondition {
+                type_: READY,
+                status: Status::Unknown,
+                reason: REASON_RESOLVING,
+                message: "resolving the kinds through API discovery",
+                observed_generation: generation,
+            },
+            NewCondition {
+                type_: DEGRADED,
+                status: Status::False,
+                reason: REASON_AS_EXPECTED,
+                message: "",
+                observed_generation: generation,
+            },
+        ),
+        None => (
+            NewCondition {
+                type_: READY,
+                status: Status::True,
+                reason: REASON_WATCHING,
+                message: "every kind is watched and the backend answers",
+                observed_generation: generation,
+            },
+            NewCondition {
+                type_: DEGRADED,
+                status: Status::False,
+                reason: REASON_AS_EXPECTED,
+                message: "",
+                observed_generation: generation,
+            },
+        ),
+    };
+    conditions::set(&mut conditions, &ready, inputs.now);
+    conditions::set(&mut conditions, &degraded, inputs.now);
+
+    let was_reported = conditions::find(&previous.conditions, DEGRADED).is_some_and(|c| {
+        c.status == "True" && problem.as_ref().is_some_and(|(r, _)| *r == c.reason)
+    });
+    let warnings = match &problem {
+        Some(p) if !was_reported => vec![p.clone()],
+        _ => Vec::new(),
+    };
+
+    let last_capture = inputs
+        .health
+        .last_capture
+        .as_deref()
+        .and_then(|t| t.parse().ok())
+        .map(Time)
+        .or(previous.last_capture);
+    let status = StatusBackupPolicyStatus {
+        observed_generation: generation,
+        conditions,
+        objects_covered: inputs.covered,
+        last_capture,
+        pending_captures: u32::try_from(inputs.health.pending).unwrap_or(u32::MAX),
+        backend: Some(BackendStatus {
+            location: inputs.backend.location.clone(),
+            state: if inputs.health.error.is_some() {
+                "Unavailable".into()
+            } else {
+                "Available".into()
+            },
+            message: inputs.health.error.clone(),
+        }),
+        resources,
+    };
+    PolicyPlan { status, warnings }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use vigil_apis::status_backup_policy::StatusBackupPolicySpec;
+
+    fn policy(spec: Value) -> PolicyView {
+        PolicyView {
+            name: "p".into(),
+            generation: Some(3),
+            spec: serde_json::from_value::<StatusBackupPolicySpec>(spec).expect("spec"),
+        }
+    }
+
+    fn clusters() -> ResourceKind {
+        ResourceKind {
+            group: "infra.example.com".into(),
+            kind: "KubernetesCluster".into(),
+        }
+    }
+
+    fn object(ns: Option<&str>, labels: &[(&str, &str)], hash: Option<u64>) -> ObjectView {
+        ObjectView {
+            namespace: ns.map(str::to_owned),
+            name: "c1".into(),
+            uid: "u1".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            status_hash: hash,
+        }
+    }
+
+    fn no_labels(_: &str) -> Option<BTreeMap<String, String>> {
+        None
+    }
+
+    fn record(uid: &str, status: Value, deleted: bool) -> Record {
+        Record {
+            api_version: "infra.example.com/v1".into(),
+            kind: "KubernetesCluster".into(),
+            namespace: Some("ns".into()),
+            name: "c1".into(),
+            uid: uid.into(),
+            resource_version: "1".into(),
+            generation: Some(1),
+            status,
+            time: "2026-01-01T00:00:00Z".into(),
+            deleted,
+            object: None,
+        }
+    }
+
+    #[test]
+    fn empty_statuses_are_empty_and_never_captured() {
+        assert!(status_is_empty(None));
+        assert!(status_is_empty(Some(&json!(null))));
+        assert!(status_is_empty(Some(&json!({}))));
+        assert!(!status_is_empty(Some(&json!({"a": 1}))));
+        assert_eq!(status_hash(Some(&json!({}))), None);
+        let empty = object(Some("ns"), &[], None);
+        assert!(!worth_capturing(None, &empty));
+    }
+
+    #[test]
+    fn only_a_changed_status_or_a_new_object_is_worth_a_record() {
+        let h1 = status_hash(Some(&json!({"url": "a"})));
+        let h2 = status_hash(Some(&json!({"url": "b"})));
+        assert_ne!(h1, h2);
+        let before = object(Some("ns"), &[], h1);
+        assert!(worth_capturing(None, &before));
+        assert!(!worth_capturing(Some(&before), &before.clone()), "resend");
+        let changed = object(Some("ns"), &[], h2);
+        assert!(worth_capturing(Some(&before), &changed));
+        let mut recreated = before.clone();
+        recreated.uid = "u2".into();
+        assert!(worth_capturing(Some(&before), &recreated));
+    }
+
+    #[test]
+    fn covers_by_kind_namespace_and_labels() {
+        let p = policy(json!({
+            "resources": [{"group": "infra.example.com", "kind": "KubernetesCluster"}],
+            "namespaces": ["team-a"],
+            "namespaceSelector": {"matchLabels": {"tier": "prod"}},
+            "selector": {"matchExpressions": [{"key": "backup", "operator": "NotIn", "values": ["no"]}]},
+        }));
+        let labels = |ns: &str| {
+            (ns == "team-b").then(|| BTreeMap::from([("tier".to_owned(), "prod".to_owned())]))
+        };
+        assert!(covers(
+            &p,
+            &clusters(),
+            &object(Some("team-a"), &[], None),
+            &labels
+        ));
+        assert!(covers(
+            &p,
+            &clusters(),
+            &object(Some("team-b"), &[], None),
+            &labels
+        ));
+        assert!(!covers(
+            &p,
+            &clusters(),
+            &object(Some("team-c"), &[], None),
+            &labels
+        ));
+        assert!(
+            !covers(
+                &p,
+                &clusters(),
+                &object(Some("team-a"), &[("backup", "no")], None),
+                &labels
+            ),
+            "label selector"
+        );
+        assert!(
+            covers(&p, &clusters(), &object(None, &[], None), &labels),
+            "cluster-scoped"
+        );
+        let services = ResourceKind {
+            group: String::new(),
+            kind: "Service".into(),
+        };
+        assert!(!covers(
+            &p,
+            &services,
+            &object(Some("team-a"), &[], None),
+            &labels
+        ));
+    }
+
+    #[test]
+    fn no_namespaces_means_every_namespace_and_a_bad_selector_covers_nothing() {
+        let all = policy(json!({"resources": [{"kind": "Service"}]}));
+        let svc = ResourceKind {
+            group: String::new(),
+            kind: "Service".into(),
+        };
+        assert!(covers(
+            &all,
+            &svc,
+            &object(Some("x"), &[], None),
+            &no_labels
+        ));
+        let bad = policy(json!({"resources": [{"kind": "Service"}],
+            "selector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}));
+        assert!(!covers(
+            &bad,
+            &svc,
+            &object(Some("x"), &[], None),
+            &no_labels
+        ));
+        assert!(selector_error(&bad).is_some());
+        assert!(selector_error(&all).is_none());
+    }
+
+    #[test]
+    fn backends_default_to_the_operators_and_share_the_largest_retention() {
+        let settings = Settings {
+            default_location: "/var/lib/vigil/status-vault".into(),
+            default_key_file: None,
+        };
+        let a = policy(json!({"resources": [{"kind": "Service"}], "retention": 5}));
+        let b = policy(json!({"resources": [{"kind": "Service"}], "retention": 50}));
+        let c = policy(
+            json!({"resources": [{"kind": "Service"}], "backend": {"location": "s3://b/p"}}),
+        );
+        let default = backend_of(&a, &settings);
+        assert_eq!(default.location, "/var/lib/vigil/status-vault");
+        assert_eq!(retention_of(&default, [&a, &b, &c], &settings), 50);
+        let s3 = backend_of(&c, &settings);
+        assert_eq!(s3.location, "s3://b/p");
+        assert_eq!(
+            retention_of(&s3, [&a, &b, &c], &settings),
+            DEFAULT_RETENTION
+        );
+    }
+
+    #[test]
+    fn manual_mode_never_restores_by_itself() {
+        let manual = policy(
+            json!({"resources": [{"group": "infra.example.com", "kind": "KubernetesCluster"}], "restoreMode": "Manual"}),
+        );
+        let on_create = policy(
+            json!({"resources": [{"group": "infra.example.com", "kind": "KubernetesCluster"}]}),
+        );
+        let obj = object(Some("ns"), &[], None);
+        assert!(!restores_on_create(
+            [&manual],
+            &clusters(),
+            &obj,
+            &no_labels
+        ));
+        assert!(restores_on_create(
+            [&manual, &on_create],
+            &clusters(),
+            &obj,
+            &no_labels
+        ));
+    }
+
+    #[test]
+    fn restore_picks_the_newest_status_of_another_uid_tombstones_included() {
+        let history: Vec<Result<Record, String>> = vec![
+            Ok(record("old", json!({"url": "v1"}), false)),
+            Ok(record("old", json!({"url": "v2"}), false)),
+            Ok(record("old", json!({"url": "v2"}), true)),
+        ];
+        match pick_restore(&history, "new") {
+            Pick::Restore(r) => assert_eq!(r.status, json!({"url": "v2"})),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(pick_restore::<String>(&[], "new"), Pick::Nothing);
+    }
+
+    #[test]
+    fn restore_leaves_an_object_with_its_own_records_alone() {
+        let history: Vec<Result<Record, String>> = vec![
+            Ok(record("old", json!({"url": "v1"}), true)),
+            Ok(record("new", json!({"url": "mine"}), false)),
+        ];
+        assert_eq!(pick_restore(&history, "new"), Pick::Nothing);
+    }
+
+    #[test]
+    fn a_corrupt_newest_record_is_never_applied_nor_an_older_one() {
+        let history: Vec<Result<Record, String>> = vec![
+            Ok(record("old", json!({"url": "v1"}), false)),
+            Err("version 2: authentication failed".into()),
+        ];
+        assert!(
+            matches!(pick_restore(&history, "new"), Pick::Corrupt(m) if m.contains("version 2"))
+        );
+        let skipped_empty: Vec<Result<Record, String>> = vec![
+            Ok(record("old", json!({"url": "v1"}), false)),
+            Ok(record("old", json!({}), true)),
+        ];
+        assert!(
+            matches!(pick_restore(&skipped_empty, "new"), Pick::Restore(r) if r.status == json!({"url": "v1"}))
+        );
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_000).expect("time"))
+    }
+
+    #[test]
+    fn policy_status_reports_a_missing_kind_once_and_recovers() {
+        let p = policy(
+            json!({"resources": [{"group": "infra.example.com", "kind": "KubernetesCluster"}, {"kind": "Service"}]}),
+        );
+        let backend = BackendRef {
+            location: "/v".into(),
+            key_file: None,
+        };
+        let health = BackendHealth::default();
+        let mut resolutions = BTreeMap::from([(
+            clusters(),
+            Resolution::NotFound("no kind KubernetesCluster in group infra.example.com".into()),
+        )]);
+        resolutions.insert(
+            ResourceKind {
+                group: String::new(),
+                kind: "Service".into(),
+            },
+            Resolution::Watching {
+                resource: "services".into(),
+                api_version: "v1".into(),
+                namespaced: true,
+            },
+        );
+        let t = now();
+        let first = policy_status(&PolicyInputs {
+            policy: &p,
+            previous: None,
+            resolutions: &resolutions,
+            covered: 2,
+            backend: &backend,
+            health: &health,
+            now: &t,
+        });
+        let ready = conditions::find(&first.status.conditions, READY).expect("ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", "KindNotFound")
+        );
+        assert_eq!(ready.observed_generation, Some(3));
+        assert!(conditions::is_true(&first.status.conditions, DEGRADED));
+        assert_eq!(first.warnings.len(), 1);
+        assert_eq!(first.status.objects_covered, 2);
+        let again = policy_status(&PolicyInputs {
+            previous: Some(&first.status),
+            ..PolicyInputs {
+                policy: &p,
+                previous: None,
+                resolutions: &resolutions,
+                covered: 2,
+                backend: &backend,
+                health: &health,
+                now: &t,
+            }
+        });
+        assert_eq!(again.status, first.status, "steady state: same status");
+        assert!(again.warnings.is_empty(), "reported once");
+
+        resolutions.insert(
+            clusters(),
+            Resolution::Watching {
+                resource: "kubernetesclusters".into(),
+                api_version: "infra.example.com/v1".into(),
+                namespaced: true,
+            },
+        );
+        let fixed = policy_status(&PolicyInputs {
+            policy: &p,
+            previous: Some(&first.status),
+            resolutions: &resolutions,
+            covered: 2,
+            backend: &backend,
+            health: &health,
+            now: &t,
+        });
+        assert!(conditions::is_true(&fixed.status.conditions, READY));
+        assert!(!conditions::is_true(&fixed.status.conditions, DEGRADED));
+    }
+
+    #[test]
+    fn backend_outage_degrades_the_policy() {
+        let p = policy(json!({"resources": [{"kind": "Service"}]}));
+        let backend = BackendRef {
+            location: "s3://b".into(),
+            key_file: None,
+        };
+        let health = BackendHealth {
+            error: Some("connection refused".into()),
+            last_capture: Some("2026-01-01T00:00:00Z".into()),
+            pending: 4,
+        };
+        let resolutions = BTreeMap::from([(
+            ResourceKind {
+                group: String::new(),
+                kind: "Service".into(),
+            },
+            Resolution::NoStatusSubresource {
+                resource: "services".into(),
+            },
+        )]);
+        let t = now();
+        let mut inputs = PolicyInputs {
+            policy: &p,
+            previous: None,
+            resolutions: &resolutions,
+            covered: 0,
+            backend: &backend,
+            health: &health,
+            now: &t,
+        };
+        let plan = policy_status(&inputs);
+        let degraded = conditions::find(&plan.status.conditions, DEGRADED).expect("degraded");
+        assert_eq!(degraded.reason, "NoStatusSubresource", "kinds first");
+        let ok = BTreeMap::from([(
+            ResourceKind {
+                group: String::new(),
+                kind: "Service".into(),
+            },
+            Resolution::Watching {
+                resource: "services".into(),
+                api_version: "v1".into(),
+                namespaced: true,
+            },
+        )]);
+        inputs.resolutions = &ok;
+        let plan = policy_status(&inputs);
+        let degraded = conditions::find(&plan.status.conditions, DEGRADED).expect("degraded");
+        assert_eq!(degraded.reason, REASON_BACKEND_UNAVAILABLE);
+        assert!(degraded.message.contains("4 capture(s) pending"));
+        assert_eq!(plan.status.pending_captures, 4);
+        assert_eq!(
+            plan.status.backend.as_ref().map(|b| b.state.as_str()),
+            Some("Unavailable")
+        );
+        assert!(plan.status.last_capture.is_some());
+    }
+}
