@@ -1,0 +1,776 @@
+//! Status vault end to end: the controller runs in-process against a TestEnv (the sandbox by
+//! default) with a directory vault of its own. The article's `KubernetesCluster` (here in group
+//! `infra.example.com`) keeps its status across deletion and re-application from git — restored
+//! before a Vigil controller acts on it; unchanged statuses write nothing; deletions leave
+//! tombstones and history; `Manual` mode restores nothing by itself; kinds that do not exist or
+//! have no status subresource are reported; a corrupt record is never applied; a backend outage
+//! degrades the policy and loses no capture.
+//!
+//! On a real cluster (`VIGIL_TEST_KUBECONFIG`) the tests run one at a time: policies are
+//! cluster-scoped and every controller acts on every policy.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::events::v1::Event as EventV1;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{Client, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use vigil_apis::StatusBackupPolicy;
+use vigil_controllers::status_vault::model::Settings;
+use vigil_controllers::status_vault::{RestoreOutcome, StatusRestorer, StatusVault};
+use vigil_runtime::conditions;
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::Metrics;
+use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, wait_for};
+use vigil_vault::{ObjectKey, Record, Vault, VaultOptions};
+
+const GROUP: &str = "infra.example.com";
+const KIND: &str = "KubernetesCluster";
+
+/// The article's KubernetesCluster, as kept in git (no status), in a group with a dot.
+const CLUSTER: &str = "apiVersion: infra.example.com/v1alpha1
+kind: KubernetesCluster
+metadata:
+  name: my-custom-cluster-for-backup
+spec:
+  type: iks
+  env: test
+  kubeVersion: \"1.28\"
+  osVersion: UBUNTU_20_64
+  product:
+    name: this is my solo experiment
+    shortName: experiment
+    uuid:
+      value: aaa692e5-e6ce-4f19-ad20-6491ca74067c
+  addons:
+    - name: cluster-autoscaler
+      version: \"1.2.2\"
+    - name: vpc-block-csi-driver
+      version: \"5.2\"
+";
+
+/// The article's status: what the provider cannot give back.
+fn article_status() -> Value {
+    json!({"apiServerURL": "https://my-private-endpoint.tld", "masterVersion": "1.28.23"})
+}
+
+static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn clusters_ar() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, "v1alpha1", KIND),
+        "kubernetesclusters",
+    )
+}
+
+fn crd(group: &str, kind: &str, plural: &str, with_status: bool) -> CustomResourceDefinition {
+    let mut version = json!({
+        "name": "v1alpha1", "served": true, "storage": true,
+        "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }}}
+    });
+    if with_status {
+        version["subresources"] = json!({"status": {}});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [version]}
+    }))
+    .expect("crd")
+}
+
+async fn install_crd(client: &Client, crd: CustomResourceDefinition, ar: &ApiResource) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create CRD: {e}"),
+    }
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    wait_for("the CRD to be served", SETTLE_TIMEOUT, || async {
+        api.list(&Default::default())
+            .await
+            .map(|_| Some(()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("CRD served");
+}
+
+async fn install_policy_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds
+        .create(
+            &PostParams::default(),
+            &<StatusBackupPolicy as kube::CustomResourceExt>::crd(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create policy CRD: {e}"),
+    }
+    let api: Api<StatusBackupPolicy> = Api::all(client.clone());
+    wait_for("the policy CRD to be served", SETTLE_TIMEOUT, || async {
+        api.list(&Default::default())
+            .await
+            .map(|_| Some(()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("policy CRD served");
+}
+
+/// The controller running for one test; dropping it stops it.
+struct Running {
+    restorer: StatusRestorer,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    dir: PathBuf,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn vault_dir(env: &TestEnv) -> PathBuf {
+    std::env::temp_dir().join(format!("vigil-status-vault-{}", env.namespace()))
+}
+
+/// Installs the CRDs and runs the controller with a directory vault of this test's own.
+async fn start(env: &TestEnv) -> Running {
+    let serial = if env.is_sandbox() {
+        None
+    } else {
+        Some(CLUSTER_SERIAL.lock().await)
+    };
+    let client = env.client();
+    install_policy_crd(&client).await;
+    install_crd(
+        &client,
+        crd(GROUP, KIND, "kubernetesclusters", true),
+        &clusters_ar(),
+    )
+    .await;
+    let dir = vault_dir(env);
+    let _ = std::fs::remove_dir_all(&dir);
+    let settings = Settings {
+        default_location: dir.display().to_string(),
+        default_key_file: None,
+    };
+    let (leading_tx, leading) = watch::channel(Leadership::Leading);
+    let vault = StatusVault::new(client, settings, leading);
+    let restorer = vault.restorer();
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let _keep = leading_tx;
+        vault
+            .run(Metrics::new(), |_| {}, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+    Running {
+        restorer,
+        stop,
+        task,
+        dir,
+        _serial: serial,
+    }
+}
+
+/// A name unique to this test (policies are cluster-scoped).
+fn unique(env: &TestEnv, base: &str) -> String {
+    format!(
+        "{base}-{}",
+        env.namespace().trim_start_matches("vigil-test-")
+    )
+}
+
+async fn create_policy(env: &TestEnv, name: &str, spec: Value) -> StatusBackupPolicy {
+    let mut spec = spec;
+    if spec.get("namespaces").is_none() {
+        spec["namespaces"] = json!([env.namespace()]);
+    }
+    let policy: StatusBackupPolicy = serde_json::from_value(json!({
+        "apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("policy");
+    Api::<StatusBackupPolicy>::all(env.client())
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create policy")
+}
+
+async fn delete_policy(env: &TestEnv, name: &str) {
+    let _ = Api::<StatusBackupPolicy>::all(env.client())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+fn clusters_policy() -> Value {
+    json!({"resources": [{"group": GROUP, "kind": KIND}]})
+}
+
+/// Waits until the policy's condition `type_` has `status`, and returns its reason.
+async fn wait_condition(
+    env: &TestEnv,
+    policy: &str,
+    type_: &str,
+    status: &str,
+) -> (String, String) {
+    let api: Api<StatusBackupPolicy> = Api::all(env.client());
+    wait_for(
+        &format!("policy {policy} to have {type_}={status}"),
+        SETTLE_TIMEOUT,
+        || async {
+            let p = api.get(policy).await.map_err(|e| e.to_string())?;
+            let conds = p.status.map(|s| s.conditions).unwrap_or_default();
+            match conditions::find(&conds, type_) {
+                Some(c) if c.status == status => Ok(Some((c.reason.clone(), c.message.clone()))),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await
+    .expect("condition")
+}
+
+fn clusters(env: &TestEnv) -> Api<DynamicObject> {
+    Api::namespaced_with(env.client(), env.namespace(), &clusters_ar())
+}
+
+fn cluster_manifest(name: &str) -> DynamicObject {
+    let mut obj: DynamicObject = serde_saphyr::from_str(CLUSTER).expect("article manifest");
+    obj.metadata.name = Some(name.to_owned());
+    obj
+}
+
+async fn apply_from_git(env: &TestEnv, name: &str) -> DynamicObject {
+    clusters(env)
+        .create(&PostParams::default(), &cluster_manifest(name))
+        .await
+        .expect("create cluster")
+}
+
+/// Writes a status through `/status`, as the cluster operator would.
+async fn set_status(api: &Api<DynamicObject>, name: &str, status: Value) {
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": status})),
+    )
+    .await
+    .expect("patch status");
+}
+
+async fn delete_and_wait(api: &Api<DynamicObject>, name: &str) {
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the object to be gone", SETTLE_TIMEOUT, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Ok(Some(())),
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+    .expect("gone");
+}
+
+async fn open_vault(dir: &Path) -> Vault {
+    Vault::open(&dir.display().to_string(), VaultOptions::default())
+        .await
+        .expect("open vault")
+}
+
+fn key(env: &TestEnv, name: &str) -> ObjectKey {
+    ObjectKey::new(GROUP, KIND, Some(env.namespace()), name)
+}
+
+/// Waits until the object's history satisfies `check`, and returns it.
+async fn wait_history(
+    dir: &Path,
+    key: &ObjectKey,
+    what: &str,
+    check: impl Fn(&[Record]) -> bool,
+) -> Vec<Record> {
+    let vault = open_vault(dir).await;
+    wait_for(what, SETTLE_TIMEOUT, || async {
+        let history = vault.history(key).await.map_err(|e| e.to_string())?;
+        let records: Vec<Record> = history.into_iter().filter_map(Result::ok).collect();
+        if check(&records) {
+            Ok(Some(records))
+        } else {
+            Err(format!(
+                "{:?}",
+                records
+                    .iter()
+                    .map(|r| (&r.uid, &r.status, r.deleted))
+                    .collect::<Vec<_>>()
+            ))
+        }
+    })
+    .await
+    .expect("history")
+}
+
+async fn events_with_reason(env: &TestEnv, reason: &str) -> Vec<EventV1> {
+    env.api::<EventV1>()
+        .list(&Default::default())
+        .await
+        .map(|l| {
+            l.items
+                .into_iter()
+                .filter(|e| e.reason.as_deref() == Some(reason))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A stand-in for a later Vigil controller (KubernetesCluster): it consults the vault through
+/// the runtime API before acting, and records the status of every object it acted on.
+fn spawn_consumer(
+    env: &TestEnv,
+    restorer: StatusRestorer,
+) -> (
+    Arc<Mutex<Vec<(String, Value)>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let acted: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+    let api = clusters(env);
+    let log = acted.clone();
+    let task = tokio::spawn(async move {
+        let ar = clusters_ar();
+        let mut events = watcher(api.clone(), watcher::Config::default())
+            .applied_objects()
+            .boxed();
+        while let Some(Ok(mut obj)) = events.next().await {
+            loop {
+                match restorer.ensure_restored_dynamic(&ar, &obj).await {
+                    RestoreOutcome::NothingToRestore => {
+                        let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
+                        log.lock()
+                            .expect("log")
+                            .push((obj.uid().unwrap_or_default(), status));
+                        break;
+                    }
+                    // The restored object arrives as the next event.
+                    RestoreOutcome::Restored(_) => break,
+                    RestoreOutcome::Pending(_) => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        match api.get_opt(&obj.name_any()).await {
+                            Ok(Some(fresh)) => obj = fresh,
+                            _ => break,
+                        }
+                    }
+                }
+            }
+        }
+    });
+    (acted, task)
+}
+
+#[tokio::test]
+async fn kubernetes_cluster_status_comes_back_before_a_vigil_controller_acts() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "clusters");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let name = "my-custom-cluster-for-backup";
+    let (acted, consumer) = spawn_consumer(&env, running.restorer.clone());
+
+    // The cluster operator provisions the cluster and records what the provider cannot give back.
+    let first = apply_from_git(&env, name).await;
+    set_status(&api, name, article_status()).await;
+    let key = key(&env, name);
+    wait_history(&running.dir, &key, "the status captured", |h| {
+        h.last().is_some_and(|r| r.status == article_status())
+    })
+    .await;
+
+    // Deleted, then re-applied from git: the API server drops status, the object gets a new uid.
+    delete_and_wait(&api, name).await;
+    wait_history(&running.dir, &key, "a tombstone", |h| {
+        h.last().is_some_and(|r| r.deleted)
+    })
+    .await;
+    let second = apply_from_git(&env, name).await;
+    assert_ne!(first.uid(), second.uid());
+    let new_uid = second.uid().unwrap_or_default();
+
+    let restored = wait_for("the status restored", SETTLE_TIMEOUT, || async {
+        let obj = api.get(name).await.map_err(|e| e.to_string())?;
+        Ok((obj.data.get("status") == Some(&article_status())).then_some(obj))
+    })
+    .await
+    .expect("restored");
+    let from = restored
+        .annotations()
+        .get("vigil.dev/status-restored-from")
+        .cloned();
+    assert!(from.is_some(), "annotated: {:?}", restored.annotations());
+
+    // The consumer acted on the new object only once its status was back.
+    wait_for(
+        "the consumer to act on the new object",
+        SETTLE_TIMEOUT,
+        || async {
+            Ok(acted
+                .lock()
+                .map_err(|e| e.to_string())?
+                .iter()
+                .any(|(uid, _)| *uid == new_uid)
+                .then_some(()))
+        },
+    )
+    .await
+    .expect("acted");
+    let seen: Vec<Value> = acted
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|(uid, _)| *uid == new_uid)
+        .map(|(_, s)| s.clone())
+        .collect();
+    assert!(
+        seen.iter().all(|s| *s == article_status()),
+        "the consumer acted on the re-created object with an empty status: {seen:?}"
+    );
+
+    wait_for("a StatusRestored event", SETTLE_TIMEOUT, || async {
+        Ok((!events_with_reason(&env, "StatusRestored").await.is_empty()).then_some(()))
+    })
+    .await
+    .expect("event");
+    // The history keeps the first object's record and tombstone, then the restored status.
+    let history = wait_history(&running.dir, &key, "the restored status captured", |h| {
+        h.last().is_some_and(|r| r.uid == new_uid)
+    })
+    .await;
+    assert!(history.iter().any(|r| r.deleted && r.uid != new_uid));
+
+    consumer.abort();
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn unchanged_status_writes_nothing_and_deletion_keeps_the_history() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "history");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    apply_from_git(&env, "a").await;
+    let key = key(&env, "a");
+    set_status(&api, "a", json!({"phase": "one"})).await;
+    wait_history(&running.dir, &key, "one", |h| h.len() == 1).await;
+    set_status(&api, "a", json!({"phase": "two"})).await;
+    wait_history(&running.dir, &key, "two", |h| h.len() == 2).await;
+
+    // Events with the same status (a label change; the same status written again).
+    api.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .expect("label");
+    set_status(&api, "a", json!({"phase": "two"})).await;
+    // A marker: a second object's capture, seen after the events above by the same watch.
+    apply_from_git(&env, "marker").await;
+    set_status(&api, "marker", json!({"phase": "x"})).await;
+    wait_history(
+        &running.dir,
+        &self::key(&env, "marker"),
+        "the marker",
+        |h| h.len() == 1,
+    )
+    .await;
+    let vault = open_vault(&running.dir).await;
+    assert_eq!(
+        vault.versions(&key).await.expect("versions").len(),
+        2,
+        "an unchanged status writes nothing"
+    );
+
+    delete_and_wait(&api, "a").await;
+    let history = wait_history(&running.dir, &key, "a tombstone", |h| {
+        h.last().is_some_and(|r| r.deleted)
+    })
+    .await;
+    assert_eq!(history.len(), 3, "history kept: {history:?}");
+    assert_eq!(history[0].status, json!({"phase": "one"}));
+    assert_eq!(
+        history[2].status,
+        json!({"phase": "two"}),
+        "the tombstone keeps the last status"
+    );
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn manual_mode_never_restores_by_itself() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "manual");
+    let mut spec = clusters_policy();
+    spec["restoreMode"] = json!("Manual");
+    create_policy(&env, &policy, spec).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let key = key(&env, "m");
+    apply_from_git(&env, "m").await;
+    set_status(&api, "m", article_status()).await;
+    wait_history(&running.dir, &key, "captured", |h| h.len() == 1).await;
+    delete_and_wait(&api, "m").await;
+    wait_history(&running.dir, &key, "tombstone", |h| {
+        h.last().is_some_and(|r| r.deleted)
+    })
+    .await;
+    apply_from_git(&env, "m").await;
+    // The watch saw the re-created object before the marker's status.
+    apply_from_git(&env, "marker").await;
+    set_status(&api, "marker", json!({"phase": "x"})).await;
+    wait_history(
+        &running.dir,
+        &self::key(&env, "marker"),
+        "the marker",
+        |h| h.len() == 1,
+    )
+    .await;
+    let obj = api.get("m").await.expect("get");
+    assert_eq!(obj.data.get("status"), None, "Manual: no automatic restore");
+    assert!(
+        !obj.annotations()
+            .contains_key("vigil.dev/status-restored-from")
+    );
+    assert_eq!(
+        running
+            .restorer
+            .ensure_restored_dynamic(&clusters_ar(), &obj)
+            .await,
+        RestoreOutcome::NothingToRestore,
+        "no OnCreate policy covers it"
+    );
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn kinds_that_do_not_exist_or_have_no_status_are_reported_and_retried() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let suffix = env.namespace().trim_start_matches("vigil-test-").to_owned();
+    let missing_group = format!("missing-{suffix}.example.com");
+
+    let policy = unique(&env, "missing");
+    create_policy(
+        &env,
+        &policy,
+        json!({"resources": [{"group": missing_group, "kind": "Gadget"}]}),
+    )
+    .await;
+    let (reason, message) = wait_condition(&env, &policy, "Ready", "False").await;
+    assert_eq!(reason, "KindNotFound", "{message}");
+    assert!(message.contains(&missing_group), "{message}");
+    wait_for("a KindNotFound event", SETTLE_TIMEOUT, || async {
+        let events: Api<EventV1> = Api::all(env.client());
+        let found = events
+            .list(&Default::default())
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+            .into_iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("KindNotFound")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&policy)
+            });
+        Ok(found.then_some(()))
+    })
+    .await
+    .expect("event");
+
+    // Installing the kind later is picked up (resolution is retried with backoff).
+    let gadgets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&missing_group, "v1alpha1", "Gadget"),
+        "gadgets",
+    );
+    install_crd(
+        &env.client(),
+        crd(&missing_group, "Gadget", "gadgets", true),
+        &gadgets,
+    )
+    .await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+
+    let no_status_group = format!("nostatus-{suffix}.example.com");
+    let widgets = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&no_status_group, "v1alpha1", "Widget"),
+        "widgets",
+    );
+    install_crd(
+        &env.client(),
+        crd(&no_status_group, "Widget", "widgets", false),
+        &widgets,
+    )
+    .await;
+    let flat = unique(&env, "flat");
+    create_policy(
+        &env,
+        &flat,
+        json!({"resources": [{"group": no_status_group, "kind": "Widget"}]}),
+    )
+    .await;
+    let (reason, message) = wait_condition(&env, &flat, "Degraded", "True").await;
+    assert_eq!(reason, "NoStatusSubresource", "{message}");
+
+    delete_policy(&env, &policy).await;
+    delete_policy(&env, &flat).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_corrupt_record_is_reported_and_never_applied() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "corrupt");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let key = key(&env, "c");
+    apply_from_git(&env, "c").await;
+    set_status(&api, "c", article_status()).await;
+    wait_history(&running.dir, &key, "captured", |h| h.len() == 1).await;
+    delete_and_wait(&api, "c").await;
+    wait_history(&running.dir, &key, "tombstone", |h| h.len() == 2).await;
+
+    // The newest record (the tombstone, which carries the last status) is damaged on disk.
+    let newest = running
+        .dir
+        .join(GROUP)
+        .join(KIND)
+        .join(env.namespace())
+        .join("c")
+        .join(format!("{:020}.json", 2));
+    assert!(newest.exists(), "{}", newest.display());
+    std::fs::write(&newest, b"{\"apiVersion\": truncated").expect("corrupt it");
+
+    let obj = apply_from_git(&env, "c").await;
+    wait_for("a CorruptStatusRecord event", SETTLE_TIMEOUT, || async {
+        Ok((!events_with_reason(&env, "CorruptStatusRecord")
+            .await
+            .is_empty())
+        .then_some(()))
+    })
+    .await
+    .expect("event");
+    let outcome = running
+        .restorer
+        .ensure_restored_dynamic(&clusters_ar(), &obj)
+        .await;
+    assert!(
+        matches!(&outcome, RestoreOutcome::Pending(m) if m.contains("cannot be read")),
+        "{outcome:?}"
+    );
+    let now = api.get("c").await.expect("get");
+    assert_eq!(
+        now.data.get("status"),
+        None,
+        "nothing applied, not even the older record"
+    );
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn backend_outage_degrades_the_policy_and_loses_no_capture() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "outage");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    apply_from_git(&env, "warmup").await;
+    set_status(&api, "warmup", json!({"n": 0})).await;
+    wait_history(&running.dir, &key(&env, "warmup"), "warm-up", |h| {
+        h.len() == 1
+    })
+    .await;
+
+    // The backend goes away: its directory is replaced by a file (root ignores permissions).
+    let aside = running.dir.with_extension("aside");
+    std::fs::rename(&running.dir, &aside).expect("move the vault aside");
+    std::fs::write(&running.dir, b"not a directory").expect("block the path");
+
+    const OBJECTS: usize = 10;
+    for i in 0..OBJECTS {
+        let name = format!("o{i}");
+        apply_from_git(&env, &name).await;
+        for n in 1..=3 {
+            set_status(&api, &name, json!({"n": n})).await;
+        }
+    }
+    let (reason, message) = wait_condition(&env, &policy, "Degraded", "True").await;
+    assert_eq!(reason, "BackendUnavailable", "{message}");
+    let pending = Api::<StatusBackupPolicy>::all(env.client())
+        .get(&policy)
+        .await
+        .expect("policy")
+        .status
+        .map(|s| s.pending_captures)
+        .unwrap_or_default();
+    assert!(pending > 0, "captures wait for the backend");
+
+    // The backend comes back: every object's last status reaches it.
+    std::fs::remove_file(&running.dir).expect("unblock");
+    std::fs::rename(&aside, &running.dir).expect("move the vault back");
+    wait_condition(&env, &policy, "Degraded", "False").await;
+    for i in 0..OBJECTS {
+        let history = wait_history(
+            &running.dir,
+            &key(&env, &format!("o{i}")),
+            "the last status",
+            |h| h.last().is_some_and(|r| r.status == json!({"n": 3})),
+        )
+        .await;
+        assert!(history.len() <= 3, "coalesced: {history:?}");
+    }
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
