@@ -277,7 +277,11 @@ mod tests {
         ManifestsArgs {
             namespace: "vigil-system".into(),
             image: "vigil:test".into(),
-            controllers: vec![critical_service::NAME.into(), configmap_sync::NAME.into(), status_vault::NAME.into()],
+            controllers: vec![
+                critical_service::NAME.into(),
+                configmap_sync::NAME.into(),
+                status_vault::NAME.into(),
+            ],
             status_vault_resources: Vec::new(),
             chart: None,
         }
@@ -344,7 +348,11 @@ mod chart_tests {
         ManifestsArgs {
             namespace: "vigil-system".into(),
             image: concat!("vigil:", env!("CARGO_PKG_VERSION")).into(),
-            controllers: vec![critical_service::NAME.into(), configmap_sync::NAME.into(), status_vault::NAME.into()],
+            controllers: vec![
+                critical_service::NAME.into(),
+                configmap_sync::NAME.into(),
+                status_vault::NAME.into(),
+            ],
             status_vault_resources: Vec::new(),
             chart: None,
         }

@@ -23,7 +23,11 @@ use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, uni
 use vigil_runtime::metrics::Metrics;
 
 /// Controllers `vigil run` can host.
-const CONTROLLERS: &[&str] = &[critical_service::NAME, configmap_sync::NAME, status_vault::NAME];
+const CONTROLLERS: &[&str] = &[
+    critical_service::NAME,
+    configmap_sync::NAME,
+    status_vault::NAME,
+];
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {

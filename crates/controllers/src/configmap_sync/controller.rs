@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -329,20 +328,7 @@ async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action
         timer.finish(ReconcileResult::Success);
         return Ok(Action::await_change());
     }
-    let api: Api<ConfigMapSync> =
-        Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
-    let result = finalizer::finalizer(&api, FINALIZER, sync.clone(), |event| async {
-        match event {
-            FinalizerEvent::Apply(sync) => apply_sync(&sync, &ctx).await,
-            FinalizerEvent::Cleanup(sync) => cleanup(&sync, &ctx).await,
-        }
-    })
-    .await
-    .map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => Error::Api(e),
-        other => Error::Copies(other.to_string()),
-    });
+    let result = with_finalizer(&sync, &ctx).await;
     let reference = ObjectRef::from_obj(sync.as_ref());
     match &result {
         Ok(action) => {
@@ -358,6 +344,50 @@ async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action
         Err(_) => timer.finish(ReconcileResult::Error),
     }
     result
+}
+
+/// The finalizer, hand-rolled on merge patches guarded by the resourceVersion: first added (the
+/// update brings the next pass), then held until the copies are cleaned up. kube-runtime's
+/// `finalizer` helper adds it with a JSON patch whose `test` of an absent
+/// `/metadata/finalizers` the sandbox rejects (real API servers accept it).
+async fn with_finalizer(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
+    let has = sync.finalizers().iter().any(|f| f == FINALIZER);
+    let deleting = sync.metadata.deletion_timestamp.is_some();
+    let set_finalizers = |finalizers: Vec<String>| async move {
+        let api: Api<ConfigMapSync> =
+            Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": sync.metadata.resource_version,
+        }});
+        api.patch(
+            &sync.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    };
+    match (has, deleting) {
+        (false, false) => {
+            let mut finalizers = sync.finalizers().to_vec();
+            finalizers.push(FINALIZER.to_owned());
+            set_finalizers(finalizers).await?;
+            Ok(Action::await_change())
+        }
+        (false, true) => Ok(Action::await_change()),
+        (true, false) => apply_sync(sync, ctx).await,
+        (true, true) => {
+            cleanup(sync, ctx).await?;
+            let rest: Vec<String> = sync
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
+            set_finalizers(rest).await?;
+            Ok(Action::await_change())
+        }
+    }
 }
 
 /// The cached ConfigMaps a decision for `sync` reads: those named like its source, and its copies.
