@@ -22,6 +22,8 @@ pub enum Bench {
     CriticalService(crate::bench_critical_service::CriticalServiceBench),
     /// CriticalServices at scale: start to steady state, writes and reconciles at rest, RSS.
     CriticalServiceScale(crate::bench_critical_service_scale::ScaleBench),
+    /// Status vault: capture lag, automatic and CLI restore times, bytes per record.
+    StatusVault(crate::bench_status_vault::StatusVaultBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -53,6 +55,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
         Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
         Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
+        Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,
     }
 }
 

@@ -5,6 +5,7 @@ mod bench;
 mod bench_critical_service;
 mod bench_critical_service_scale;
 mod bench_endpoints;
+mod bench_status_vault;
 mod demo;
 mod manifests;
 mod run;

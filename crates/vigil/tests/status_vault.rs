@@ -1,0 +1,280 @@
+//! Status vault crash safety: `vigil run` (a child process, with a directory vault) is killed
+//! with SIGKILL in the middle of a burst of 1,000 status changes, then started again. Afterwards
+//! every object's latest status is in the vault, no record is corrupt, and no state was captured
+//! twice as a new version.
+
+use std::io::{BufRead as _, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt as _;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use serde_json::json;
+use vigil_apis::StatusBackupPolicy;
+use vigil_vault::{ObjectKey, Vault, VaultOptions};
+
+const NS: &str = "status-vault-crash";
+const GROUP: &str = "infra.example.com";
+const KIND: &str = "KubernetesCluster";
+const OBJECTS: usize = 100;
+const ROUNDS: usize = 10;
+
+/// A child process killed (SIGKILL) when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_sandbox(kubeconfig: &Path) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
+        .arg(kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn sandbox");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    assert!(line.contains("sandbox ready"), "{line}");
+    Proc(child)
+}
+
+fn spawn_vigil(kubeconfig: &Path, vault: &Path) -> Proc {
+    let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
+        .args([
+            "run",
+            "--controllers",
+            "statusvault",
+            "--metrics-addr",
+            "127.0.0.1:0",
+            "--leader-elect",
+            "false",
+            "--status-vault-location",
+        ])
+        .arg(vault)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn vigil run");
+    Proc(child)
+}
+
+async fn client(kubeconfig: &Path) -> kube::Client {
+    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let started = Instant::now();
+    loop {
+        let last = match check().await {
+            Ok(()) => return,
+            Err(e) => e,
+        };
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}; last seen: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ar() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, "v1alpha1", KIND),
+        "kubernetesclusters",
+    )
+}
+
+async fn setup(client: &kube::Client, vault: &Path) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NS}})).expect("ns"),
+        )
+        .await
+        .expect("namespace");
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &StatusBackupPolicy::crd())
+        .await
+        .expect("policy crd");
+    let clusters_crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("kubernetesclusters.{GROUP}")},
+        "spec": {"group": GROUP, "scope": "Namespaced",
+            "names": {"plural": "kubernetesclusters", "singular": "kubernetescluster", "kind": KIND},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    });
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(clusters_crd).expect("crd"),
+    )
+    .await
+    .expect("clusters crd");
+    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar());
+    wait_until("the CRDs to be served", Duration::from_secs(10), || async {
+        policies
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        clusters
+            .list(&ListParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": "clusters"},
+        "spec": {"resources": [{"group": GROUP, "kind": KIND}], "namespaces": [NS],
+            "backend": {"location": vault.display().to_string()}, "retention": 100}});
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(policy).expect("policy"),
+        )
+        .await
+        .expect("create policy");
+    for i in 0..OBJECTS {
+        let obj = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": KIND,
+            "metadata": {"name": format!("c{i}")}, "spec": {"type": "iks"}});
+        clusters
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(obj).expect("obj"),
+            )
+            .await
+            .expect("create cluster");
+    }
+}
+
+async fn policy_ready(client: &kube::Client) -> Result<(), String> {
+    let p = Api::<StatusBackupPolicy>::all(client.clone())
+        .get("clusters")
+        .await
+        .map_err(|e| e.to_string())?;
+    let ready = p
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter())
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if ready {
+        Ok(())
+    } else {
+        Err(format!("{:?}", p.status))
+    }
+}
+
+#[tokio::test]
+async fn sigkill_during_a_burst_loses_no_status_and_duplicates_no_version() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("vigil-status-vault-crash-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let vault_dir = dir.join("vault");
+    let _sandbox = spawn_sandbox(&kubeconfig);
+    let client = client(&kubeconfig).await;
+    setup(&client, &vault_dir).await;
+
+    let mut vigil = Some(spawn_vigil(&kubeconfig, &vault_dir));
+    wait_until("the policy to be Ready", Duration::from_secs(20), || {
+        policy_ready(&client)
+    })
+    .await;
+
+    // 1,000 status changes: 10 rounds over 100 objects, 16 in flight; SIGKILL after 300.
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar());
+    let changes: Vec<(usize, usize)> = (1..=ROUNDS)
+        .flat_map(|round| (0..OBJECTS).map(move |i| (round, i)))
+        .collect();
+    let mut sent = 0usize;
+    let mut burst = futures::stream::iter(changes)
+        .map(|(round, i)| {
+            let clusters = clusters.clone();
+            async move {
+                clusters
+                    .patch_status(
+                        &format!("c{i}"),
+                        &PatchParams::default(),
+                        &Patch::Merge(&json!({"status": {"round": round, "apiServerURL": format!("https://c{i}.tld")}})),
+                    )
+                    .await
+                    .expect("patch status");
+            }
+        })
+        .buffer_unordered(16);
+    while burst.next().await.is_some() {
+        sent += 1;
+        if sent == 300 {
+            drop(vigil.take()); // SIGKILL, no chance to flush
+        }
+    }
+    assert!(vigil.is_none(), "killed during the burst");
+    let _vigil = spawn_vigil(&kubeconfig, &vault_dir);
+
+    let vault = Vault::open(&vault_dir.display().to_string(), VaultOptions::default())
+        .await
+        .expect("vault");
+    let key = |i: usize| ObjectKey::new(GROUP, KIND, Some(NS), format!("c{i}"));
+    wait_until(
+        "every object's last status in the vault",
+        Duration::from_secs(60),
+        || async {
+            for i in 0..OBJECTS {
+                let latest = vault.latest(&key(i)).await.map_err(|e| e.to_string())?;
+                let round = latest.as_ref().and_then(|r| r.status.get("round").cloned());
+                if round != Some(json!(ROUNDS)) {
+                    return Err(format!("c{i}: {round:?}"));
+                }
+            }
+            Ok(())
+        },
+    )
+    .await;
+
+    for i in 0..OBJECTS {
+        let history = vault.history(&key(i)).await.expect("history");
+        let records: Vec<_> = history
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| panic!("c{i}: corrupt record: {e}")))
+            .collect();
+        for pair in records.windows(2) {
+            assert!(
+                !(pair[0].uid == pair[1].uid
+                    && pair[0].status == pair[1].status
+                    && pair[0].deleted == pair[1].deleted),
+                "c{i}: the same state captured twice: {:?}",
+                pair[1]
+            );
+        }
+        assert!(records.len() <= ROUNDS, "c{i}: {} versions", records.len());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
