@@ -10,6 +10,8 @@ mod demo;
 mod manifests;
 mod run;
 mod sandbox;
+mod status_cli;
+mod status_restore;
 
 use clap::{Parser, Subcommand};
 
@@ -37,6 +39,9 @@ enum Command {
     /// Run a benchmark and print its figures.
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// The status vault: back up objects with their status, restore them, inspect the vault.
+    #[command(subcommand)]
+    Status(status_cli::StatusCommand),
 }
 
 /// Parses `250ms`, `2s` or `1m`.
@@ -84,6 +89,7 @@ fn main() -> anyhow::Result<()> {
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Bench(bench) => bench::run(bench).await,
+            Command::Status(command) => status_cli::run(command).await,
         }
     })
 }
