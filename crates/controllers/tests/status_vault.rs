@@ -774,3 +774,122 @@ async fn backend_outage_degrades_the_policy_and_loses_no_capture() {
     running.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_load_balancer_service_gets_its_status_back_and_the_convention_annotation_flips() {
+    use k8s_openapi::api::core::v1::Service;
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "services");
+    create_policy(&env, &policy, json!({"resources": [{"kind": "Service"}]})).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let services: Api<Service> = env.api();
+    // The article's argocd-server Service, as kept in git, with the convention's annotation.
+    let manifest = |pending: bool| -> Service {
+        let mut annotations = serde_json::Map::new();
+        if pending {
+            annotations.insert("vigil.dev/restore-status".into(), json!("pending"));
+        }
+        serde_json::from_value(json!({
+            "metadata": {"name": "argocd-server", "annotations": annotations,
+                "labels": {"app.kubernetes.io/name": "argocd-server"}},
+            "spec": {"type": "LoadBalancer", "selector": {"app.kubernetes.io/name": "argocd-server"},
+                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}, {"name": "https", "port": 443, "protocol": "TCP"}]}
+        }))
+        .expect("service")
+    };
+    let ingress = json!({"loadBalancer": {"ingress": [{"ip": "172.18.0.7", "ipMode": "Proxy"}]}});
+    services
+        .create(&PostParams::default(), &manifest(false))
+        .await
+        .expect("create");
+    // Set through /status, as a cloud controller would.
+    services
+        .patch_status(
+            "argocd-server",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": ingress})),
+        )
+        .await
+        .expect("status");
+    let key = ObjectKey::new("", "Service", Some(env.namespace()), "argocd-server");
+    wait_history(&running.dir, &key, "the ingress captured", |h| {
+        h.last().is_some_and(|r| r.status == ingress)
+    })
+    .await;
+    services
+        .delete("argocd-server", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_history(&running.dir, &key, "a tombstone", |h| {
+        h.last().is_some_and(|r| r.deleted)
+    })
+    .await;
+
+    services
+        .create(&PostParams::default(), &manifest(true))
+        .await
+        .expect("re-create");
+    let back = wait_for(
+        "the ingress back and the annotation done",
+        SETTLE_TIMEOUT,
+        || async {
+            let svc = services
+                .get("argocd-server")
+                .await
+                .map_err(|e| e.to_string())?;
+            let status = serde_json::to_value(&svc.status).map_err(|e| e.to_string())?;
+            let done = svc
+                .annotations()
+                .get("vigil.dev/restore-status")
+                .map(String::as_str)
+                == Some("done");
+            Ok(
+                (status["loadBalancer"]["ingress"] == ingress["loadBalancer"]["ingress"] && done)
+                    .then_some(svc),
+            )
+        },
+    )
+    .await
+    .expect("restored");
+    assert!(
+        back.annotations()
+            .contains_key("vigil.dev/status-restored-from")
+    );
+
+    // Re-applied from git: the annotation says pending again; the status is there, so Vigil says
+    // done at once and restores nothing.
+    services
+        .patch(
+            "argocd-server",
+            &PatchParams::default(),
+            &Patch::Merge(
+                &json!({"metadata": {"annotations": {"vigil.dev/restore-status": "pending"}}}),
+            ),
+        )
+        .await
+        .expect("pending again");
+    wait_for("the annotation done again", SETTLE_TIMEOUT, || async {
+        let svc = services
+            .get("argocd-server")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((svc
+            .annotations()
+            .get("vigil.dev/restore-status")
+            .map(String::as_str)
+            == Some("done"))
+        .then_some(()))
+    })
+    .await
+    .expect("done");
+    assert_eq!(
+        events_with_reason(&env, "StatusRestored").await.len(),
+        1,
+        "one restore only"
+    );
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}

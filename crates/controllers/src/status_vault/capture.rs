@@ -142,17 +142,25 @@ fn observe(shared: &Arc<Shared>, kind: &ResourceKind, ar: &ApiResource, obj: &Dy
         .annotations()
         .get(super::model::RESTORE_STATUS_ANNOTATION)
         .is_some_and(|v| v != super::model::RESTORE_DONE);
-    if (now.status_hash.is_none() || restore_annotation_pending)
-        && decide::restores_on_create(&policies, kind, &now, &labels)
-        && shared.first_restore_attempt(&now.uid)
-    {
-        tokio::spawn(super::restore::restore_in_background(
-            shared.clone(),
-            ar.clone(),
-            now.namespace.clone(),
-            now.name.clone(),
-            now.uid.clone(),
-        ));
+    if !decide::restores_on_create(&policies, kind, &now, &labels) {
+        return;
+    }
+    if now.status_hash.is_none() {
+        if shared.first_restore_attempt(&now.uid) {
+            tokio::spawn(super::restore::restore_in_background(
+                shared.clone(),
+                ar.clone(),
+                now.namespace.clone(),
+                now.name.clone(),
+                now.uid.clone(),
+            ));
+        }
+    } else if restore_annotation_pending {
+        // The object has its status (kept, or just restored): tell other operators to go ahead.
+        let (shared, ar, obj) = (shared.clone(), ar.clone(), obj.clone());
+        tokio::spawn(async move {
+            super::restore::restore_once(&shared, &ar, &obj).await;
+        });
     }
 }
 

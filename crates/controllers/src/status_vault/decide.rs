@@ -29,11 +29,13 @@ pub const REASON_BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
 pub const REASON_INVALID_SELECTOR: &str = "InvalidSelector";
 pub const REASON_RESOLVING: &str = "Resolving";
 
-/// Whether a status carries nothing worth keeping (absent, null, or `{}`).
+/// Whether a status carries nothing worth keeping: absent, null, or only empty objects and lists
+/// (the API server gives a new Service `status: {loadBalancer: {}}`).
 pub fn status_is_empty(status: Option<&Value>) -> bool {
     match status {
         None | Some(Value::Null) => true,
-        Some(Value::Object(m)) => m.is_empty(),
+        Some(Value::Object(m)) => m.values().all(|v| status_is_empty(Some(v))),
+        Some(Value::Array(a)) => a.iter().all(|v| status_is_empty(Some(v))),
         Some(_) => false,
     }
 }
@@ -431,6 +433,11 @@ mod tests {
         assert!(status_is_empty(Some(&json!(null))));
         assert!(status_is_empty(Some(&json!({}))));
         assert!(!status_is_empty(Some(&json!({"a": 1}))));
+        assert!(status_is_empty(Some(&json!({"loadBalancer": {}}))), "a new Service");
+        assert!(!status_is_empty(Some(
+            &json!({"loadBalancer": {"ingress": [{"ip": "172.18.0.7"}]}})
+        )));
+        assert!(!status_is_empty(Some(&json!({"ready": false}))));
         assert_eq!(status_hash(Some(&json!({}))), None);
         let empty = object(Some("ns"), &[], None);
         assert!(!worth_capturing(None, &empty));
