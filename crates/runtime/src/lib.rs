@@ -3,14 +3,20 @@
 //!
 //! | module | job |
 //! |---|---|
+//! | [`cache`] | lean caches: slimmed watch streams for reflectors, kept in step with an index |
 //! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
 //! | [`conditions`] | status conditions by the API conventions |
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
 //! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
+//! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
+//! | [`namespaces`] | one watch per namespace, merged for one reflector |
 
 pub mod backoff;
+pub mod cache;
 pub mod conditions;
 pub mod health;
+pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod namespaces;

@@ -1,46 +1,116 @@
-//! Lean caches: watch streams that keep only the fields the decision reads, and the conversion
-//! of cached objects into the decision's views. Pods are the bulk of a cluster, so a cached pod
+//! What the CriticalService controller caches: the slimming of each kind (only the fields the
+//! decision reads), the index keys, and the conversion of cached objects into the decision's
+//! views. Pods are the bulk of a cluster, so a cached pod
 //! keeps its labels, two annotations, owners, readiness, deletion mark and IP — nothing else.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{Pod, PodStatus, PodTemplate, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::runtime::{WatchStreamExt as _, reflector, watcher};
-use kube::{Api, Client, Resource, ResourceExt as _};
+use kube::{Resource, ResourceExt as _};
+use vigil_apis::CriticalService;
 
 use super::model::{
-    OWNED_ANNOTATION, PodView, ServicePortView, ServiceView, SliceView, TEMPLATE_HASH_ANNOTATION,
+    CRITICAL_SERVICE_LABEL, OWNED_ANNOTATION, PodView, ServicePortView, ServiceView, SliceView,
+    TEMPLATE_HASH_ANNOTATION,
 };
 
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// Watches a kind in every watched namespace (one watch each), or cluster-wide.
-pub fn watch_in<K>(
-    client: &Client,
-    namespaces: Option<&BTreeSet<String>>,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Default,
-{
-    let config = watcher::Config::default();
-    let streams: Vec<_> = match namespaces {
-        None => vec![watcher(Api::<K>::all(client.clone()), config).boxed()],
-        Some(set) => set
-            .iter()
-            .map(|ns| watcher(Api::<K>::namespaced(client.clone(), ns), config.clone()).boxed())
-            .collect(),
-    };
-    futures::stream::select_all(streams)
+/// Index key of Services selecting pods labelled `key=value` in `namespace`.
+pub fn selector_key(namespace: &str, key: &str, value: &str) -> String {
+    format!("sel:{namespace}/{key}={value}")
+}
+
+/// Index key of Services labelled `key=value`, in any namespace.
+pub fn service_label_key(key: &str, value: &str) -> String {
+    format!("lbl:{key}={value}")
+}
+
+/// Services filed by selector pair (to map a pod to the Services selecting it) and by label
+/// (to find the Services a CriticalService's `matchLabels` may cover).
+pub fn service_keys(service: &Service) -> Vec<String> {
+    let ns = service.namespace().unwrap_or_default();
+    let selector = service.spec.as_ref().and_then(|s| s.selector.as_ref());
+    selector
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| selector_key(&ns, k, v))
+        .chain(
+            service
+                .labels()
+                .iter()
+                .map(|(k, v)| service_label_key(k, v)),
+        )
+        .collect()
+}
+
+/// Index key of pods labelled `key=value` in `namespace`.
+pub fn pod_label_key(namespace: &str, key: &str, value: &str) -> String {
+    format!("{namespace}/{key}={value}")
+}
+
+/// Index key of the fallback pods labelled with a CriticalService, in any namespace.
+pub fn fallback_key(critical_service: &str) -> String {
+    format!("cr:{critical_service}")
+}
+
+/// Pods filed by label, and fallback pods by their CriticalService.
+pub fn pod_keys(pod: &Pod) -> Vec<String> {
+    let ns = pod.namespace().unwrap_or_default();
+    let labels = pod.labels();
+    labels
+        .iter()
+        .map(|(k, v)| pod_label_key(&ns, k, v))
+        .chain(
+            labels
+                .get(CRITICAL_SERVICE_LABEL)
+                .map(|cr| fallback_key(cr)),
+        )
+        .collect()
+}
+
+/// Index key of the EndpointSlices of a Service.
+pub fn slice_key(namespace: &str, service: &str) -> String {
+    format!("{namespace}/{service}")
+}
+
+/// EndpointSlices filed by their Service.
+pub fn slice_keys(slice: &EndpointSlice) -> Vec<String> {
+    let ns = slice.namespace().unwrap_or_default();
+    slice
+        .labels()
+        .get(SERVICE_NAME_LABEL)
+        .map(|service| slice_key(&ns, service))
+        .into_iter()
+        .collect()
+}
+
+/// Index key of the CriticalServices with `key=value` among their `matchLabels`.
+pub fn match_label_key(key: &str, value: &str) -> String {
+    format!("match:{key}={value}")
+}
+
+/// Index key of the CriticalServices whose status lists a Service.
+pub fn listed_key(namespace: &str, service: &str) -> String {
+    format!("listed:{namespace}/{service}")
+}
+
+/// CriticalServices filed by their `matchLabels` pairs and by the Services their status lists
+/// (which they may still have to retire a fallback for).
+pub fn critical_service_keys(cr: &CriticalService) -> Vec<String> {
+    cr.spec
+        .match_labels
+        .iter()
+        .map(|m| match_label_key(&m.key, &m.value))
+        .chain(
+            cr.status
+                .iter()
+                .flat_map(|s| s.services.iter())
+                .map(|s| listed_key(&s.namespace, &s.name)),
+        )
+        .collect()
 }
 
 /// Strips a pod to what the decision reads.
@@ -84,26 +154,14 @@ pub fn slim_slice(slice: &mut EndpointSlice) {
     }
 }
 
+/// Strips a CriticalService's bookkeeping.
+pub fn slim_critical_service(cr: &mut CriticalService) {
+    cr.meta_mut().managed_fields = None;
+}
+
 /// Strips a PodTemplate's bookkeeping (its spec is what the fallback runs).
 pub fn slim_template(template: &mut PodTemplate) {
     template.meta_mut().managed_fields = None;
-}
-
-/// A watch stream slimmed by `slim` before it fills the cache behind `writer`, backing off on
-/// errors on its own; yields the objects it touched, to trigger reconciles.
-pub fn lean_cache<K, S>(
-    writer: reflector::store::Writer<K>,
-    stream: S,
-    slim: fn(&mut K),
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-{
-    reflector::reflector(writer, stream.modify(slim))
-        .default_backoff()
-        .touched_objects()
 }
 
 /// A cached pod as the decision's view.

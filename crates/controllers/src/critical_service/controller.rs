@@ -2,7 +2,7 @@
 //! EndpointSlice and PodTemplate changes to the CriticalServices they concern, and the apply step
 //! that turns a [`Plan`] into writes — only what differs, only while this replica leads.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,21 +13,24 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::cache::{lean_cache, watch_in};
+use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 
 use super::cache::{self, SERVICE_NAME_LABEL};
 use super::decide::{covers, decide};
+use super::fallback::fallback_pod_name;
 use super::lame;
 use super::model::{
-    CRITICAL_SERVICE_LABEL, CriticalServiceView, Inputs, Plan, Settings, TemplateKey,
-    TemplateLookup,
+    CRITICAL_SERVICE_LABEL, CriticalServiceView, Inputs, Plan, PodView, SERVICE_LABEL, ServiceView,
+    Settings, SliceView, TemplateKey, TemplateLookup,
 };
 
 /// Name of the controller in metrics, logs and Events.
@@ -79,7 +82,8 @@ pub enum Error {
     Api(#[from] kube::Error),
 }
 
-/// The caches every reconcile reads.
+/// The caches every reconcile reads, with their indexes (see `cache` for the keys): reconciles
+/// and event mappers look objects up by key, never scan a whole cache.
 #[derive(Clone)]
 struct Caches {
     crs: Store<CriticalService>,
@@ -87,6 +91,10 @@ struct Caches {
     pods: Store<Pod>,
     slices: Store<EndpointSlice>,
     templates: Store<PodTemplate>,
+    cr_index: Index<CriticalService>,
+    service_index: Index<Service>,
+    pod_index: Index<Pod>,
+    slice_index: Index<EndpointSlice>,
 }
 
 /// Shared by reconciles.
@@ -130,36 +138,44 @@ pub async fn run(
         pods,
         slices,
         templates,
+        cr_index: Index::new(cache::critical_service_keys),
+        service_index: Index::new(cache::service_keys),
+        pod_index: Index::new(cache::pod_keys),
+        slice_index: Index::new(cache::slice_keys),
     };
 
-    let cr_stream = reflector::reflector(
+    let cr_stream = lean_cache(
         cr_writer,
+        caches.cr_index.clone(),
         watcher(
             Api::<CriticalService>::all(client.clone()),
             watcher::Config::default(),
         ),
-    )
-    .default_backoff()
-    .touched_objects();
-    let service_stream = cache::lean_cache(
+        cache::slim_critical_service,
+    );
+    let service_stream = lean_cache(
         service_writer,
-        cache::watch_in::<Service>(&client, namespaces.as_ref()),
+        caches.service_index.clone(),
+        watch_in::<Service>(&client, namespaces.as_ref()),
         cache::slim_service,
     );
-    let pod_stream = cache::lean_cache(
+    let pod_stream = lean_cache(
         pod_writer,
-        cache::watch_in::<Pod>(&client, namespaces.as_ref()),
+        caches.pod_index.clone(),
+        watch_in::<Pod>(&client, namespaces.as_ref()),
         cache::slim_pod,
     );
-    let slice_stream = cache::lean_cache(
+    let slice_stream = lean_cache(
         slice_writer,
-        cache::watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
+        caches.slice_index.clone(),
+        watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
         cache::slim_slice,
     );
     // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
-    let template_stream = cache::lean_cache(
+    let template_stream = lean_cache(
         template_writer,
-        cache::watch_in::<PodTemplate>(&client, None),
+        Index::new(|_| Vec::new()),
+        watch_in::<PodTemplate>(&client, None),
         cache::slim_template,
     );
 
@@ -215,13 +231,8 @@ pub async fn run(
 
     let mapper_caches = caches.clone();
     let settings_for = ctx.settings.clone();
-    let for_service = move |svc: Service| {
-        crs_covering(
-            &mapper_caches.crs,
-            &settings_for,
-            &cache::service_view(&svc),
-        )
-    };
+    let for_service =
+        move |svc: Service| crs_covering(&mapper_caches, &settings_for, &cache::service_view(&svc));
     let pod_caches = caches.clone();
     let pod_settings = ctx.settings.clone();
     let for_pod = move |pod: Pod| crs_for_pod(&pod_caches, &pod_settings, &pod);
@@ -263,21 +274,55 @@ fn view(cr: &CriticalService) -> CriticalServiceView {
 /// The CriticalServices a change to `service` concerns: those covering it now, and those whose
 /// status still lists it (it may just have stopped matching: they must retire its fallback).
 fn crs_covering(
-    crs: &Store<CriticalService>,
+    caches: &Caches,
     settings: &Settings,
-    service: &super::model::ServiceView,
+    service: &ServiceView,
 ) -> Vec<ObjectRef<CriticalService>> {
-    let listed = |cr: &CriticalService| {
-        cr.status
-            .iter()
-            .flat_map(|s| s.services.iter())
-            .any(|s| s.namespace == service.namespace && s.name == service.name)
-    };
-    crs.state()
+    let mut candidates: HashSet<ObjectRef<CriticalService>> = service
+        .labels
         .iter()
-        .filter(|cr| covers(&cr.spec, service, settings) || listed(cr))
-        .map(|cr| ObjectRef::from_obj(cr.as_ref()))
+        .flat_map(|(k, v)| caches.cr_index.get(&cache::match_label_key(k, v)))
+        .collect();
+    let listed = caches
+        .cr_index
+        .get(&cache::listed_key(&service.namespace, &service.name));
+    candidates.retain(|r| {
+        caches
+            .crs
+            .get(r)
+            .is_some_and(|cr| covers(&cr.spec, service, settings))
+    });
+    candidates.extend(listed);
+    candidates.into_iter().collect()
+}
+
+/// The cached Services whose selector selects a pod with these labels.
+fn services_selecting(
+    caches: &Caches,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Vec<Arc<Service>> {
+    let refs: HashSet<ObjectRef<Service>> = labels
+        .iter()
+        .flat_map(|(k, v)| {
+            caches
+                .service_index
+                .get(&cache::selector_key(namespace, k, v))
+        })
+        .collect();
+    refs.into_iter()
+        .filter_map(|r| caches.services.get(&r))
+        .filter(|svc| {
+            svc.spec
+                .as_ref()
+                .and_then(|s| s.selector.as_ref())
+                .is_some_and(|sel| !sel.is_empty() && selects(sel, labels))
+        })
         .collect()
+}
+
+fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// A pod concerns the CriticalServices covering the Services that select it, and the one whose
@@ -285,22 +330,12 @@ fn crs_covering(
 fn crs_for_pod(caches: &Caches, settings: &Settings, pod: &Pod) -> Vec<ObjectRef<CriticalService>> {
     let ns = pod.namespace().unwrap_or_default();
     let labels = pod.labels();
-    let mut out: std::collections::HashSet<ObjectRef<CriticalService>> =
-        std::collections::HashSet::new();
+    let mut out: HashSet<ObjectRef<CriticalService>> = HashSet::new();
     if let Some(owner) = labels.get(CRITICAL_SERVICE_LABEL) {
         out.insert(ObjectRef::new(owner));
     }
-    for svc in caches
-        .services
-        .state()
-        .iter()
-        .filter(|s| s.namespace().as_deref() == Some(ns.as_str()))
-    {
-        let view = cache::service_view(svc);
-        if !view.selector.is_empty() && view.selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-        {
-            out.extend(crs_covering(&caches.crs, settings, &view));
-        }
+    for svc in services_selecting(caches, &ns, labels) {
+        out.extend(crs_covering(caches, settings, &cache::service_view(&svc)));
     }
     out.into_iter().collect()
 }
@@ -318,7 +353,7 @@ fn crs_for_slice(
     caches
         .services
         .get(&key)
-        .map(|svc| crs_covering(&caches.crs, settings, &cache::service_view(&svc)))
+        .map(|svc| crs_covering(caches, settings, &cache::service_view(&svc)))
         .unwrap_or_default()
 }
 
@@ -418,14 +453,42 @@ async fn report_lame_services(
     let mut tick = tokio::time::interval(LAME_REPORT_INTERVAL);
     loop {
         tick.tick().await;
+        // Only Services without a ready endpoint can be lame: look at those alone (a handful),
+        // not at every Service of the cluster every two seconds.
+        let answering: HashSet<(String, String)> = caches
+            .slices
+            .state()
+            .iter()
+            .filter(|s| {
+                s.endpoints
+                    .iter()
+                    .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+            })
+            .filter_map(|s| Some((s.namespace()?, s.labels().get(SERVICE_NAME_LABEL)?.clone())))
+            .collect();
         let services: Vec<_> = caches
             .services
             .state()
             .iter()
+            .filter(|s| !answering.contains(&(s.namespace().unwrap_or_default(), s.name_any())))
             .map(|s| cache::service_view(s))
             .collect();
-        let crs: Vec<_> = caches.crs.state().iter().map(|c| view(c)).collect();
-        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()));
+        let mut crs: Vec<CriticalServiceView> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        for service in &services {
+            for r in crs_covering(&caches, &settings, service) {
+                if let (true, Some(cr)) = (seen.insert(r.name.clone()), caches.crs.get(&r)) {
+                    crs.push(view(&cr));
+                }
+            }
+        }
+        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()).filter(
+            |s| {
+                s.labels().get(SERVICE_NAME_LABEL).is_some_and(|svc| {
+                    !answering.contains(&(s.namespace().unwrap_or_default(), svc.clone()))
+                })
+            },
+        ));
         let now = lame::lame_uncovered(&services, &slices, &crs, &settings);
         gauge.set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         // Only the leader logs, so a pair of replicas does not report everything twice.
@@ -466,39 +529,15 @@ async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, 
     }
     let plan = {
         let caches = &ctx.caches;
-        let all_crs: Vec<CriticalServiceView> =
-            caches.crs.state().iter().map(|c| view(c)).collect();
         let this = view(cr);
-        let services: Vec<_> = caches
-            .services
-            .state()
-            .iter()
-            .map(|s| cache::service_view(s))
-            .collect();
-        let namespaces: BTreeSet<&str> = services
-            .iter()
-            .filter(|s| covers(&cr.spec, s, &ctx.settings))
-            .map(|s| s.namespace.as_str())
-            .collect();
-        let pods: Vec<_> = caches
-            .pods
-            .state()
-            .iter()
-            .filter(|p| {
-                let ns = p.namespace().unwrap_or_default();
-                namespaces.contains(ns.as_str())
-                    || p.labels().get(CRITICAL_SERVICE_LABEL) == Some(&this.name)
-            })
-            .map(|p| cache::pod_view(p))
-            .collect();
-        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()));
+        let observed = observe(caches, &ctx.settings, cr);
         let template = lookup_template(caches, &ctx.settings, &template_key(cr, &ctx.settings));
         let inputs = Inputs {
             cr: &this,
-            all_crs: &all_crs,
-            services: &services,
-            pods: &pods,
-            slices: &slices,
+            all_crs: &observed.crs,
+            services: &observed.services,
+            pods: &observed.pods,
+            slices: &observed.slices,
             template: &template,
             now: k8s_openapi::jiff::Timestamp::now(),
             settings: &ctx.settings,
@@ -506,6 +545,98 @@ async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, 
         decide(&inputs)
     };
     apply(cr, ctx, plan).await
+}
+
+/// What one CriticalService's decision reads, gathered through the indexes.
+struct Observed {
+    crs: Vec<CriticalServiceView>,
+    services: Vec<ServiceView>,
+    pods: Vec<PodView>,
+    slices: BTreeMap<(String, String), SliceView>,
+}
+
+/// Gathers, by index lookups, everything `decide` reads for `cr`: the Services it may cover or
+/// still lists (and those its fallback pods name), the pods those Services select plus anything
+/// at their fallback names and this CriticalService's own pods, their EndpointSlices, and the
+/// CriticalServices that cover the same Services (to agree on who owns a shared fallback). The
+/// decision sees exactly what a whole-cache view would show it for this CriticalService.
+fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observed {
+    let name = cr.name_any();
+    let own_pods: Vec<Arc<Pod>> = caches
+        .pod_index
+        .get(&cache::fallback_key(&name))
+        .iter()
+        .filter_map(|r| caches.pods.get(r))
+        .collect();
+
+    let mut service_refs: HashSet<ObjectRef<Service>> = HashSet::new();
+    if let Some(first) = cr.spec.match_labels.first() {
+        service_refs.extend(
+            caches
+                .service_index
+                .get(&cache::service_label_key(&first.key, &first.value)),
+        );
+    }
+    for listed in cr.status.iter().flat_map(|s| s.services.iter()) {
+        service_refs.insert(ObjectRef::new(&listed.name).within(&listed.namespace));
+    }
+    for pod in &own_pods {
+        if let (Some(service), Some(ns)) = (pod.labels().get(SERVICE_LABEL), pod.namespace()) {
+            service_refs.insert(ObjectRef::new(service).within(&ns));
+        }
+    }
+    let mut services: Vec<ServiceView> = service_refs
+        .iter()
+        .filter_map(|r| caches.services.get(r))
+        .map(|s| cache::service_view(&s))
+        .collect();
+    services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+
+    let mut pods: BTreeMap<(String, String), Arc<Pod>> = own_pods
+        .into_iter()
+        .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
+        .collect();
+    let mut slices = Vec::new();
+    let mut crs: BTreeMap<String, CriticalServiceView> = BTreeMap::new();
+    for service in &services {
+        let ns = &service.namespace;
+        if let Some((k, v)) = service.selector.iter().next() {
+            for r in caches.pod_index.get(&cache::pod_label_key(ns, k, v)) {
+                if let Some(pod) = caches.pods.get(&r) {
+                    if selects(&service.selector, pod.labels()) {
+                        pods.insert((ns.clone(), r.name.clone()), pod);
+                    }
+                }
+            }
+        }
+        let fallback = fallback_pod_name(&settings.pod_name_prefix, &service.name);
+        if let Some(pod) = caches.pods.get(&ObjectRef::new(&fallback).within(ns)) {
+            pods.insert((ns.clone(), fallback), pod);
+        }
+        slices.extend(
+            caches
+                .slice_index
+                .get(&cache::slice_key(ns, &service.name))
+                .iter()
+                .filter_map(|r| caches.slices.get(r)),
+        );
+        if covers(&cr.spec, service, settings) {
+            for other in crs_covering(caches, settings, service) {
+                if let (false, Some(other)) =
+                    (crs.contains_key(&other.name), caches.crs.get(&other))
+                {
+                    crs.insert(other.name_any(), view(&other));
+                }
+            }
+        }
+    }
+    crs.entry(name).or_insert_with(|| view(cr));
+    Observed {
+        crs: crs.into_values().collect(),
+        services,
+        pods: pods.values().map(|p| cache::pod_view(p)).collect(),
+        slices: cache::slice_views(slices.iter().map(|s| s.as_ref())),
+    }
 }
 
 /// Writes what the plan asks for, and the status only when it changed.
