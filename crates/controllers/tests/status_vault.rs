@@ -348,16 +348,16 @@ async fn events_with_reason(env: &TestEnv, reason: &str) -> Vec<EventV1> {
         .unwrap_or_default()
 }
 
+/// The objects a consumer acted on: uid and the status it saw.
+type ActedOn = Arc<Mutex<Vec<(String, Value)>>>;
+
 /// A stand-in for a later Vigil controller (KubernetesCluster): it consults the vault through
 /// the runtime API before acting, and records the status of every object it acted on.
 fn spawn_consumer(
     env: &TestEnv,
     restorer: StatusRestorer,
-) -> (
-    Arc<Mutex<Vec<(String, Value)>>>,
-    tokio::task::JoinHandle<()>,
-) {
-    let acted: Arc<Mutex<Vec<(String, Value)>>> = Arc::default();
+) -> (ActedOn, tokio::task::JoinHandle<()>) {
+    let acted: ActedOn = Arc::default();
     let api = clusters(env);
     let log = acted.clone();
     let task = tokio::spawn(async move {

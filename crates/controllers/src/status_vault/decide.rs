@@ -171,7 +171,7 @@ pub fn restores_on_create<'a>(
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pick {
     /// The status to restore: the newest record of another object (uid) with a non-empty status.
-    Restore(Record),
+    Restore(Box<Record>),
     /// Nothing to restore: no record, or the object (this uid) has records of its own — its
     /// status was emptied after it was captured, which is not Vigil's to undo.
     Nothing,
@@ -192,7 +192,7 @@ pub fn pick_restore<E: std::fmt::Display>(
             Err(e) => return Pick::Corrupt(e.to_string()),
             Ok(record) if record.uid == current_uid => return Pick::Nothing,
             Ok(record) if status_is_empty(Some(&record.status)) => continue,
-            Ok(record) => return Pick::Restore(record.clone()),
+            Ok(record) => return Pick::Restore(Box::new(record.clone())),
         }
     }
     Pick::Nothing
@@ -433,7 +433,10 @@ mod tests {
         assert!(status_is_empty(Some(&json!(null))));
         assert!(status_is_empty(Some(&json!({}))));
         assert!(!status_is_empty(Some(&json!({"a": 1}))));
-        assert!(status_is_empty(Some(&json!({"loadBalancer": {}}))), "a new Service");
+        assert!(
+            status_is_empty(Some(&json!({"loadBalancer": {}}))),
+            "a new Service"
+        );
         assert!(!status_is_empty(Some(
             &json!({"loadBalancer": {"ingress": [{"ip": "172.18.0.7"}]}})
         )));

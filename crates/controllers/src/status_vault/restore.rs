@@ -169,7 +169,7 @@ pub async fn restore_once(
                 }
                 return RestoreOutcome::Pending(message);
             }
-            Pick::Restore(record) => return write_status(shared, ar, obj, record).await,
+            Pick::Restore(record) => return write_status(shared, ar, obj, *record).await,
         }
     }
     if annotation_pending {
