@@ -18,6 +18,9 @@ pub enum Bench {
     Sandbox(SandboxBench),
     /// Endpoints settling time after a burst of pod readiness changes, pods × services.
     Endpoints(crate::bench_endpoints::EndpointsBench),
+    /// ConfigMapSync propagation latency to 100 namespaces, and 1,000 ConfigMapSyncs × 10 at scale.
+    #[command(name = "configmap-sync")]
+    ConfigMapSync(crate::bench_configmap_sync::ConfigMapSyncBench),
     /// CriticalService reaction latency and a force-delete burst, Vigil in its own process.
     CriticalService(crate::bench_critical_service::CriticalServiceBench),
     /// CriticalServices at scale: start to steady state, writes and reconciles at rest, RSS.
@@ -53,6 +56,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
     match bench {
         Bench::Sandbox(args) => sandbox(args).await,
         Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
+        Bench::ConfigMapSync(args) => crate::bench_configmap_sync::run(args).await,
         Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
         Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
         Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,

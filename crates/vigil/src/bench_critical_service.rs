@@ -14,11 +14,9 @@
 //! Figures only: nothing is asserted, but what Vigil did wrong (a fallback missing, early, late or
 //! doubled) is listed under "anomalies".
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -29,11 +27,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, CustomResourceExt as _};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use vigil_apis::CriticalService;
 
 use crate::bench::{rss_mib, spawn_sandbox};
+use crate::bench_child::{CLK_TCK, TempFile, Vigil, http_get, percentile, spawn_vigil};
 
 #[derive(Debug, clap::Args)]
 pub struct CriticalServiceBench {
@@ -58,9 +56,6 @@ const CR_NAME: &str = "bench-critical";
 const PREFIX: &str = "service-watcher";
 /// Vigil's mark on the pods it creates.
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
-/// Clock ticks per second of /proc/<pid>/stat's utime and stime: assumed to be 100 (USER_HZ on
-/// Linux everywhere in practice) rather than read through sysconf.
-const CLK_TCK: f64 = 100.0;
 /// Targets for the reaction latencies on the sandbox.
 const TARGET_P50: Duration = Duration::from_millis(10);
 const TARGET_P99: Duration = Duration::from_millis(20);
@@ -123,7 +118,18 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         .await
         .context("creating the PodTemplate")?;
 
-    let mut vigil = spawn_vigil(&kubeconfig.0).await?;
+    let mut vigil = spawn_vigil(
+        &kubeconfig.0,
+        &[
+            "--controllers",
+            "criticalservice",
+            "--namespaces",
+            NS,
+            "--pod-template-ns",
+            NS,
+        ],
+    )
+    .await?;
     let vigil_started = Instant::now();
     wait_until("vigil run to report ready on /readyz", || async {
         Ok(matches!(
@@ -1033,199 +1039,6 @@ fn is_ready(pods: &HashMap<String, PodInfo>, name: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The `vigil run` child.
-
-/// `vigil run` as a child process (killed on drop), its metrics address and what it logged.
-struct Vigil {
-    process: tokio::process::Child,
-    pid: u32,
-    metrics_addr: String,
-    log: Arc<Mutex<LogNotes>>,
-}
-
-#[derive(Default)]
-struct LogNotes {
-    warnings: usize,
-    errors: usize,
-    /// The first few WARN/ERROR lines.
-    first: Vec<String>,
-    /// The last lines, for when Vigil dies.
-    tail: VecDeque<String>,
-}
-
-async fn spawn_vigil(kubeconfig: &Path) -> anyhow::Result<Vigil> {
-    let exe = std::env::current_exe().context("locating the vigil binary")?;
-    let mut process = tokio::process::Command::new(exe)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--leader-elect",
-            "false",
-            "--namespaces",
-            NS,
-            "--pod-template-ns",
-            NS,
-        ])
-        // The metrics address is read from the info-level log line; other settings stay defaults.
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .env_remove("POD_NAME_PREFIX")
-        .env_remove("POD_TEMPLATE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting vigil run")?;
-    let pid = process.id().context("vigil run pid")?;
-    let stderr = process.stderr.take().context("vigil run stderr")?;
-    let log = Arc::new(Mutex::new(LogNotes::default()));
-    let (addr_tx, addr_rx) = oneshot::channel::<String>();
-    let notes = log.clone();
-    tokio::spawn(async move {
-        let mut addr_tx = Some(addr_tx);
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let line = strip_ansi(&line);
-            if line.contains("metrics and probes serving")
-                && let Some(addr) = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("addr="))
-                && let Some(tx) = addr_tx.take()
-            {
-                let _ = tx.send(addr.to_owned());
-            }
-            if let Ok(mut notes) = notes.lock() {
-                let level = line.split_whitespace().nth(1).unwrap_or("");
-                if level == "WARN" || level == "ERROR" {
-                    if level == "WARN" {
-                        notes.warnings += 1;
-                    } else {
-                        notes.errors += 1;
-                    }
-                    if notes.first.len() < 5 {
-                        notes.first.push(line.clone());
-                    }
-                }
-                notes.tail.push_back(line);
-                if notes.tail.len() > 20 {
-                    notes.tail.pop_front();
-                }
-            }
-        }
-    });
-    let mut vigil = Vigil {
-        process,
-        pid,
-        metrics_addr: String::new(),
-        log,
-    };
-    match tokio::time::timeout(Duration::from_secs(15), addr_rx).await {
-        Ok(Ok(addr)) => vigil.metrics_addr = addr,
-        Ok(Err(_)) => anyhow::bail!(
-            "vigil run exited before logging its metrics address{}",
-            vigil.exit_note()
-        ),
-        Err(_) => anyhow::bail!(
-            "vigil run did not log its metrics address within 15 s{}",
-            vigil.exit_note()
-        ),
-    }
-    Ok(vigil)
-}
-
-impl Vigil {
-    /// utime + stime so far, in seconds.
-    fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        // Fields after the command (which may hold spaces) start at field 3, `state`.
-        let rest = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = fields.get(11)?.parse().ok()?;
-        let stime: f64 = fields.get(12)?.parse().ok()?;
-        Some((utime + stime) / CLK_TCK)
-    }
-
-    /// ", vigil run exited (status)" when it has, else "".
-    fn exited_note(&mut self) -> String {
-        match self.process.try_wait() {
-            Ok(Some(status)) => format!("; vigil run exited ({status})"),
-            _ => String::new(),
-        }
-    }
-
-    /// The exit note plus Vigil's last log lines.
-    fn exit_note(&mut self) -> String {
-        let exited = self.exited_note();
-        let tail = self
-            .log
-            .lock()
-            .map(|n| n.tail.iter().cloned().collect::<Vec<_>>().join("\n    "))
-            .unwrap_or_default();
-        format!("{exited}; its last log lines:\n    {tail}")
-    }
-
-    fn log_summary(&self) -> String {
-        let Ok(notes) = self.log.lock() else {
-            return "unavailable".into();
-        };
-        let mut out = format!("{} WARN, {} ERROR lines", notes.warnings, notes.errors);
-        for line in &notes.first {
-            out.push_str("\n    ");
-            out.push_str(line);
-        }
-        out
-    }
-}
-
-/// Removes ANSI escape sequences (colours), in case the log has them.
-fn strip_ansi(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            // ESC [ … final byte in @..~
-            for d in chars.by_ref() {
-                if ('@'..='~').contains(&d) && d != '[' {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// A GET over HTTP/1.0 (so the body is neither chunked nor kept alive): status and body.
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        anyhow::Ok(buf)
-    };
-    let buf = tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .with_context(|| format!("GET {path} on {addr} timed out"))??;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .context("no HTTP status code")?;
-    Ok((code, body.to_owned()))
-}
-
 /// Vigil's reconcile counters.
 #[derive(Debug, Clone, Default)]
 struct Reconciles {
@@ -1305,23 +1118,6 @@ async fn quiesce(vigil: &Vigil) -> anyhow::Result<Reconciles> {
 
 // ---------------------------------------------------------------------------------------------
 // Figures.
-
-/// A file removed on drop.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
 
 fn ms(d: Duration) -> String {
     format!("{:.2} ms", d.as_secs_f64() * 1000.0)

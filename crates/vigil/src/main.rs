@@ -2,6 +2,8 @@
 //! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
 
 mod bench;
+mod bench_child;
+mod bench_configmap_sync;
 mod bench_critical_service;
 mod bench_critical_service_scale;
 mod bench_endpoints;
