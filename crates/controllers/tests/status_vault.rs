@@ -423,7 +423,11 @@ async fn kubernetes_cluster_status_comes_back_before_a_vigil_controller_acts() {
 
     let restored = wait_for("the status restored", SETTLE_TIMEOUT, || async {
         let obj = api.get(name).await.map_err(|e| e.to_string())?;
-        Ok((obj.data.get("status") == Some(&article_status())).then_some(obj))
+        // The annotation is a second write, right after the status.
+        let annotated = obj
+            .annotations()
+            .contains_key("vigil.dev/status-restored-from");
+        Ok((obj.data.get("status") == Some(&article_status()) && annotated).then_some(obj))
     })
     .await
     .expect("restored");
