@@ -315,6 +315,42 @@ mod tests {
     }
 
     #[test]
+    fn status_vault_covered_resources_get_exact_rules_and_the_vault_a_volume() {
+        let mut args = default_args();
+        args.status_vault_resources = vec![
+            "services".into(),
+            "kubernetesclusters.infra.example.com".into(),
+        ];
+        let objects = objects(&args).expect("objects");
+        let role = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        let rules = role["rules"].as_array().expect("rules");
+        for expected in [
+            json!({"apiGroups": ["infra.example.com"], "resources": ["kubernetesclusters"], "verbs": ["get", "list", "watch", "patch"]}),
+            json!({"apiGroups": ["infra.example.com"], "resources": ["kubernetesclusters/status"], "verbs": ["patch"]}),
+            json!({"apiGroups": [""], "resources": ["services/status"], "verbs": ["patch"]}),
+        ] {
+            assert!(rules.contains(&expected), "{expected} in {rules:?}");
+        }
+        assert!(!role.to_string().contains('*'));
+        assert!(
+            objects
+                .iter()
+                .any(|o| o["metadata"]["name"] == "statusbackuppolicies.vigil.dev")
+        );
+        let deploy = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
+        assert_eq!(
+            deploy["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["mountPath"],
+            "/var/lib/vigil"
+        );
+    }
+
+    #[test]
     fn deployment_is_hardened() {
         let objects = objects(&default_args()).expect("objects");
         let deploy = objects
