@@ -897,3 +897,148 @@ async fn a_load_balancer_service_gets_its_status_back_and_the_convention_annotat
     running.stop().await;
     env.cleanup().await;
 }
+
+/// A TCP proxy in front of the S3 server that can be cut (listener closed, connections dropped)
+/// and restored on the same port: the S3 server "stopped for a while" without disturbing other
+/// tests sharing it.
+struct CuttableProxy {
+    port: u16,
+    target: String,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl CuttableProxy {
+    async fn start(target: &str) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let port = listener.local_addr().expect("addr").port();
+        let mut proxy = Self {
+            port,
+            target: target.to_owned(),
+            task: None,
+        };
+        proxy.serve(listener);
+        proxy
+    }
+
+    fn serve(&mut self, listener: tokio::net::TcpListener) {
+        let target = self.target.clone();
+        self.task = Some(tokio::spawn(async move {
+            let mut connections = tokio::task::JoinSet::new();
+            while let Ok((mut client, _)) = listener.accept().await {
+                let target = target.clone();
+                connections.spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Closes the listener and every connection (the JoinSet aborts them when dropped).
+    async fn cut(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = task.await;
+        }
+    }
+
+    async fn restore(&mut self) {
+        let listener = wait_for("the proxy port to bind again", SETTLE_TIMEOUT, || async {
+            tokio::net::TcpListener::bind(("127.0.0.1", self.port))
+                .await
+                .map(Some)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .expect("rebind");
+        self.serve(listener);
+    }
+}
+
+/// Runs with a real S3-compatible server (`eval "$(.ci/s3-server start)"` sets
+/// `VIGIL_TEST_S3_ENDPOINT`); without one it says so and skips.
+#[tokio::test]
+async fn s3_outage_degrades_the_policy_and_loses_no_capture() {
+    let Ok(endpoint) = std::env::var("VIGIL_TEST_S3_ENDPOINT") else {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: skipping s3_outage_degrades_the_policy_and_loses_no_capture: no S3 server (run `eval \"$(.ci/s3-server start)\"`)"
+        );
+        return;
+    };
+    let bucket = std::env::var("VIGIL_TEST_S3_BUCKET").unwrap_or_else(|_| "vigil-test".into());
+    let target = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut proxy = CuttableProxy::start(target).await;
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "s3");
+    let through_proxy = format!(
+        "s3://{bucket}/{}?endpoint=http://127.0.0.1:{}",
+        env.namespace(),
+        proxy.port
+    );
+    let direct = format!("s3://{bucket}/{}?endpoint={endpoint}", env.namespace());
+    let mut spec = clusters_policy();
+    spec["backend"] = json!({"location": through_proxy});
+    create_policy(&env, &policy, spec).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let vault = Vault::open(&direct, VaultOptions::default())
+        .await
+        .expect("vault");
+    apply_from_git(&env, "warmup").await;
+    set_status(&api, "warmup", json!({"n": 0})).await;
+    wait_for("the warm-up record in S3", SETTLE_TIMEOUT, || async {
+        let latest = vault
+            .latest(&key(&env, "warmup"))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(latest.is_some().then_some(()))
+    })
+    .await
+    .expect("warm-up");
+
+    proxy.cut().await;
+    const OBJECTS: usize = 10;
+    for i in 0..OBJECTS {
+        let name = format!("o{i}");
+        apply_from_git(&env, &name).await;
+        for n in 1..=3 {
+            set_status(&api, &name, json!({"n": n})).await;
+        }
+    }
+    let (reason, message) = wait_condition(&env, &policy, "Degraded", "True").await;
+    assert_eq!(reason, "BackendUnavailable", "{message}");
+    for i in 0..OBJECTS {
+        let latest = vault
+            .latest(&key(&env, &format!("o{i}")))
+            .await
+            .expect("read S3 directly");
+        assert!(latest.is_none(), "nothing reached S3 during the outage");
+    }
+
+    proxy.restore().await;
+    wait_condition(&env, &policy, "Degraded", "False").await;
+    for i in 0..OBJECTS {
+        let name = format!("o{i}");
+        wait_for("the last status in S3", SETTLE_TIMEOUT, || async {
+            let latest = vault
+                .latest(&key(&env, &name))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(latest
+                .is_some_and(|r| r.status == json!({"n": 3}))
+                .then_some(()))
+        })
+        .await
+        .expect("caught up");
+    }
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
