@@ -145,9 +145,15 @@ struct Running {
 
 impl Running {
     async fn stop(self) {
+        let dir = self.halt().await;
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// Stops the controller and keeps its vault.
+    async fn halt(self) -> PathBuf {
         let _ = self.stop.send(true);
         let _ = self.task.await;
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.dir
     }
 }
 
@@ -172,6 +178,16 @@ async fn start(env: &TestEnv) -> Running {
     .await;
     let dir = vault_dir(env);
     let _ = std::fs::remove_dir_all(&dir);
+    start_in(env, dir, serial).await
+}
+
+/// Runs the controller on an existing vault directory.
+async fn start_in(
+    env: &TestEnv,
+    dir: PathBuf,
+    serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+) -> Running {
+    let client = env.client();
     let settings = Settings {
         default_location: dir.display().to_string(),
         default_key_file: None,
@@ -1037,6 +1053,48 @@ async fn s3_outage_degrades_the_policy_and_loses_no_capture() {
         .await
         .expect("caught up");
     }
+
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn an_object_deleted_while_no_vigil_ran_gets_its_tombstone_and_its_status_back() {
+    let env = TestEnv::start().await.expect("env");
+    let running = start(&env).await;
+    let policy = unique(&env, "downtime");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let name = "my-custom-cluster-for-backup";
+    let key = key(&env, name);
+    apply_from_git(&env, name).await;
+    set_status(&api, name, article_status()).await;
+    wait_history(&running.dir, &key, "captured", |h| h.len() == 1).await;
+
+    // Vigil is down while the object is deleted.
+    let dir = running.halt().await;
+    delete_and_wait(&api, name).await;
+    let running = start_in(&env, dir, None).await;
+    let history = wait_history(&running.dir, &key, "a tombstone written at start", |h| {
+        h.last().is_some_and(|r| r.deleted)
+    })
+    .await;
+    assert_eq!(history.len(), 2);
+    assert_eq!(
+        history[1].status,
+        article_status(),
+        "it carries the last status"
+    );
+
+    apply_from_git(&env, name).await;
+    wait_for("the status restored", SETTLE_TIMEOUT, || async {
+        let obj = api.get(name).await.map_err(|e| e.to_string())?;
+        Ok((obj.data.get("status") == Some(&article_status())).then_some(()))
+    })
+    .await
+    .expect("restored");
 
     delete_policy(&env, &policy).await;
     running.stop().await;

@@ -86,6 +86,7 @@ pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource
         .default_backoff()
         .boxed();
     let mut relisted: HashSet<Name> = HashSet::new();
+    let mut first_list = true;
     while let Some(event) = stream.next().await {
         match event {
             Ok(watcher::Event::Init) => relisted.clear(),
@@ -108,6 +109,14 @@ pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource
                     obj.metadata.namespace = name.0.clone();
                     obj.metadata.uid = Some(seen.uid.clone());
                     forget(&shared, &kind, &ar, &obj, Value::Null, &seen);
+                }
+                if first_list {
+                    first_list = false;
+                    tokio::spawn(tombstone_vanished(
+                        shared.clone(),
+                        kind.clone(),
+                        relisted.clone(),
+                    ));
                 }
                 shared.set_kind_synced(&kind);
             }
@@ -232,3 +241,64 @@ fn rand_unit() -> f64 {
 
 /// Objects of a kind, by namespace and name.
 pub type Objects = HashMap<Name, ObjectView>;
+
+/// Objects the vault holds as alive that the first list of a kind did not find were deleted
+/// while no Vigil watched: they get their tombstone now, carrying the last recorded status. Only
+/// in namespaces the policies writing to that backend cover (a vault is one cluster's). Best
+/// effort: a backend that fails here is looked at again when the watch restarts.
+async fn tombstone_vanished(shared: Arc<Shared>, kind: ResourceKind, present: HashSet<Name>) {
+    let policies: Vec<PolicyView> = shared
+        .policies()
+        .into_iter()
+        .filter(|p| decide::names_kind(p, &kind))
+        .collect();
+    let mut backends: Vec<BackendRef> = policies
+        .iter()
+        .map(|p| decide::backend_of(p, &shared.settings))
+        .collect();
+    backends.sort();
+    backends.dedup();
+    let labels = |ns: &str| shared.namespace_labels(ns);
+    for backend in backends {
+        let keys = match shared.vault(&backend).await {
+            Ok(vault) => match vault.keys().await {
+                Ok(keys) => (vault, keys),
+                Err(e) => {
+                    tracing::debug!(backend = %backend.location, error = %e, "cannot list the vault for vanished objects");
+                    continue;
+                }
+            },
+            Err(e) => {
+                tracing::debug!(backend = %backend.location, error = %e, "cannot open the vault for vanished objects");
+                continue;
+            }
+        };
+        let (vault, keys) = keys;
+        for key in keys {
+            if key.group != kind.group || key.kind != kind.kind {
+                continue;
+            }
+            if present.contains(&(key.namespace.clone(), key.name.clone())) {
+                continue;
+            }
+            let in_scope = policies.iter().any(|p| {
+                decide::backend_of(p, &shared.settings) == backend
+                    && decide::covers_namespace(p, key.namespace.as_deref(), &labels)
+            });
+            if !in_scope {
+                continue;
+            }
+            if let Ok(Some(last)) = vault.latest(&key).await
+                && !last.deleted
+            {
+                let tombstone = Record {
+                    deleted: true,
+                    time: k8s_openapi::jiff::Timestamp::now().to_string(),
+                    object: None,
+                    ..last
+                };
+                shared.queue.push(backend.clone(), tombstone);
+            }
+        }
+    }
+}

@@ -97,6 +97,25 @@ pub fn selector_error(policy: &PolicyView) -> Option<String> {
         .or_else(|| check("namespaceSelector", &policy.spec.namespace_selector))
 }
 
+/// Whether `policy` covers a namespace (`None`: a cluster-scoped object, always covered).
+pub fn covers_namespace(
+    policy: &PolicyView,
+    namespace: Option<&str>,
+    namespace_labels: &dyn Fn(&str) -> Option<BTreeMap<String, String>>,
+) -> bool {
+    let spec = &policy.spec;
+    match namespace {
+        None => true,
+        Some(ns) => {
+            (spec.namespaces.is_empty() && spec.namespace_selector.is_none())
+                || spec.namespaces.iter().any(|n| n == ns)
+                || spec.namespace_selector.as_ref().is_some_and(|s| {
+                    namespace_labels(ns).is_some_and(|labels| selector_matches(s, &labels))
+                })
+        }
+    }
+}
+
 /// Whether `policy` covers `object` of `kind`. `namespace_labels` gives a namespace's labels
 /// (for `namespaceSelector`); cluster-scoped objects are covered whatever the namespaces say.
 pub fn covers(
@@ -109,17 +128,7 @@ pub fn covers(
         return false;
     }
     let spec = &policy.spec;
-    let in_namespace = match &object.namespace {
-        None => true,
-        Some(ns) => {
-            (spec.namespaces.is_empty() && spec.namespace_selector.is_none())
-                || spec.namespaces.iter().any(|n| n == ns)
-                || spec.namespace_selector.as_ref().is_some_and(|s| {
-                    namespace_labels(ns).is_some_and(|labels| selector_matches(s, &labels))
-                })
-        }
-    };
-    in_namespace
+    covers_namespace(policy, object.namespace.as_deref(), namespace_labels)
         && spec
             .selector
             .as_ref()
