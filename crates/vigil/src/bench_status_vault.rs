@@ -10,7 +10,7 @@
 //! - bytes stored per record, without and with encryption.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,10 @@ pub struct StatusVaultBench {
     /// Objects deleted and re-created one after the other for the automatic restore latency.
     #[arg(long, default_value_t = 100)]
     restores: usize,
+    /// The vault capture writes to: default a temporary directory; or
+    /// `s3://bucket/prefix?endpoint=http://…` (e.g. the server `.ci/s3-server start` runs).
+    #[arg(long)]
+    vault: Option<String>,
 }
 
 const NS: &str = "bench-status-vault";
@@ -106,7 +110,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn setup(client: &Client, vault_dir: &Path) -> anyhow::Result<()> {
+async fn setup(client: &Client, vault_location: &str) -> anyhow::Result<()> {
     Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
@@ -145,7 +149,7 @@ async fn setup(client: &Client, vault_dir: &Path) -> anyhow::Result<()> {
     let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
         "metadata": {"name": "bench"},
         "spec": {"resources": [{"group": GROUP, "kind": KIND}], "namespaces": [NS],
-            "backend": {"location": vault_dir.display().to_string()}, "retention": 100}});
+            "backend": {"location": vault_location}, "retention": 100}});
     policies
         .create(&PostParams::default(), &serde_json::from_value(policy)?)
         .await
@@ -190,12 +194,15 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
     std::fs::create_dir_all(&root.0)?;
     let kubeconfig = root.0.join("kubeconfig");
     let kubeconfig_arg = kubeconfig.to_str().context("temp dir path is not UTF-8")?;
-    let vault_dir = root.0.join("vault");
+    let vault_location = args
+        .vault
+        .clone()
+        .unwrap_or_else(|| root.0.join("vault").display().to_string());
     let sandbox = spawn_sandbox(&["--kubeconfig-out", kubeconfig_arg]).await?;
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
-    setup(&client, &vault_dir).await?;
+    setup(&client, &vault_location).await?;
 
     let saved: SavedLog = Arc::default();
     let log = saved.clone();
@@ -217,7 +224,7 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
     let controller = StatusVault::with_hook(
         client.clone(),
         Settings {
-            default_location: vault_dir.display().to_string(),
+            default_location: vault_location.clone(),
             default_key_file: None,
         },
         leading,
@@ -318,7 +325,7 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
 
     // Bytes per record: the captured records, and the same records in a plain and an
     // encrypted vault.
-    let vault = Vault::open(&vault_dir.display().to_string(), VaultOptions::default()).await?;
+    let vault = Vault::open(&vault_location, VaultOptions::default()).await?;
     let key = |name: &str| ObjectKey::new(GROUP, KIND, Some(NS), name);
     let (mut captured_bytes, mut captured_versions) = (0u64, 0usize);
     let mut latest = Vec::new();
@@ -449,14 +456,20 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
 
     let changes = args.objects * args.changes;
     let p99 = percentile(&lags, 99.0);
+    let backend = if vault_location.starts_with("s3://") {
+        "S3 vault"
+    } else {
+        "directory vault"
+    };
     println!(
-        "status vault ({} objects × {} status changes, {} in flight; sandbox in a child process, controller in-process, directory vault; machine shared with other work)",
+        "status vault ({} objects × {} status changes, {} in flight; sandbox in a child process, controller in-process, {backend}; machine shared with other work)",
         args.objects, args.changes, args.concurrency
     );
     println!(
-        "  burst:                     {changes} status writes acknowledged in {:.2} s ({:.0}/s); {records_written} records written (coalesced)",
+        "  burst:                     {changes} status writes acknowledged in {:.2} s ({:.0}/s); {records_written} records written ({} merged by coalescing)",
         burst_took.as_secs_f64(),
-        changes as f64 / burst_took.as_secs_f64().max(1e-9)
+        changes as f64 / burst_took.as_secs_f64().max(1e-9),
+        changes.saturating_sub(records_written)
     );
     println!(
         "  capture lag (ack → durable record): p50 {}  p99 {}  max {}   target p99 < {}: {}",
