@@ -8,6 +8,7 @@
 //! | [`conditions`] | status conditions by the API conventions |
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
+//! | [`queue`] | work-queue metrics (adds, depth, wait) for a kube-runtime `Controller` |
 //! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
 //! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
 //! | [`namespaces`] | one watch per namespace, merged for one reflector |
@@ -20,3 +21,4 @@ pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod namespaces;
+pub mod queue;

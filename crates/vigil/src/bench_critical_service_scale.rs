@@ -1447,6 +1447,8 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
             "127.0.0.1:0",
             "--leader-elect",
             "false",
+            "--controllers",
+            "criticalservice",
             "--namespaces",
             NS,
             "--pod-template-ns",

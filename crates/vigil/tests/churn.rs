@@ -106,6 +106,7 @@ fn spawn_operator(kubeconfig: &Path, log: &Path) -> Proc {
         .env("POD_NAME", "vigil-churn")
         .env("POD_NAMESPACE", NS)
         .args(["run", "--leader-elect", "false", "--namespaces", NS])
+        .args(["--controllers", "criticalservice"])
         .args(["--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
         .arg(kubeconfig)
         .stdout(Stdio::null())

@@ -53,6 +53,8 @@ fn spawn_replica(kubeconfig: &Path, name: &str) -> Proc {
             "127.0.0.1:0",
             "--leader-elect",
             "true",
+            "--controllers",
+            "criticalservice",
             "--namespaces",
             NS,
         ])

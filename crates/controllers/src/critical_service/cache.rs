@@ -1,19 +1,108 @@
-//! What the CriticalService controller caches: the slimming of each kind (only the fields the
-//! decision reads), the index keys, and the conversion of cached objects into the decision's
-//! views. Pods are the bulk of a cluster, so a cached pod
-//! keeps its labels, two annotations, owners, readiness, deletion mark and IP — nothing else.
+//! What the CriticalService controller caches, and how. Pods are the bulk of a cluster, and a
+//! k8s-openapi `Pod` reserves room for a whole `PodSpec` even when it is empty, so the caches do
+//! not hold the API's types: they hold *cached kinds* — [`CachedPod`], [`CachedService`],
+//! [`CachedSlice`] — that list and watch the same resources (kube's `Resource` derive inherits
+//! the real kind's group, version and plural) but deserialize only the fields the decision
+//! reads; the rest of each object is skipped by serde and never allocated. This module also
+//! files them in indexes and turns them into the decision's views.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodStatus, PodTemplate, Service, ServiceSpec};
+use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt as _};
+use serde::Deserialize;
 use vigil_apis::CriticalService;
 
 use super::model::{
     CRITICAL_SERVICE_LABEL, OWNED_ANNOTATION, PodView, ServicePortView, ServiceView, SliceView,
     TEMPLATE_HASH_ANNOTATION,
 };
+
+/// A pod as cached: metadata, readiness and IP.
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = Pod)]
+pub struct CachedPod {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub status: Option<CachedPodStatus>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedPodStatus {
+    #[serde(default)]
+    pub conditions: Option<Vec<CachedCondition>>,
+    #[serde(default, rename = "podIP")]
+    pub pod_ip: Option<String>,
+}
+
+/// A condition's type and status (the pod's `Ready` one is all the decision reads).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedCondition {
+    #[serde(rename = "type")]
+    pub type_: String,
+    pub status: String,
+}
+
+/// A Service as cached: metadata, selector, type and ports.
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = Service)]
+pub struct CachedService {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<CachedServiceSpec>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedServiceSpec {
+    #[serde(default)]
+    pub selector: Option<BTreeMap<String, String>>,
+    #[serde(default, rename = "type")]
+    pub type_: Option<String>,
+    #[serde(default)]
+    pub ports: Option<Vec<ServicePort>>,
+}
+
+/// An EndpointSlice as cached: metadata, and each endpoint's readiness and pod name.
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = EndpointSlice)]
+pub struct CachedSlice {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub endpoints: Option<Vec<CachedEndpoint>>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedEndpoint {
+    #[serde(default)]
+    pub conditions: Option<CachedEndpointConditions>,
+    #[serde(default, rename = "targetRef")]
+    pub target_ref: Option<CachedTargetRef>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedEndpointConditions {
+    #[serde(default)]
+    pub ready: Option<bool>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedTargetRef {
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+impl CachedSlice {
+    /// Names of the pods behind the slice's ready endpoints.
+    pub fn ready_pods(&self) -> impl Iterator<Item = &String> {
+        self.endpoints.iter().flatten().filter_map(|e| {
+            let ready = e.conditions.as_ref().and_then(|c| c.ready) == Some(true);
+            let name = e.target_ref.as_ref()?.name.as_ref()?;
+            ready.then_some(name)
+        })
+    }
+}
 
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
@@ -30,7 +119,7 @@ pub fn service_label_key(key: &str, value: &str) -> String {
 
 /// Services filed by selector pair (to map a pod to the Services selecting it) and by label
 /// (to find the Services a CriticalService's `matchLabels` may cover).
-pub fn service_keys(service: &Service) -> Vec<String> {
+pub fn service_keys(service: &CachedService) -> Vec<String> {
     let ns = service.namespace().unwrap_or_default();
     let selector = service.spec.as_ref().and_then(|s| s.selector.as_ref());
     selector
@@ -57,7 +146,7 @@ pub fn fallback_key(critical_service: &str) -> String {
 }
 
 /// Pods filed by label, and fallback pods by their CriticalService.
-pub fn pod_keys(pod: &Pod) -> Vec<String> {
+pub fn pod_keys(pod: &CachedPod) -> Vec<String> {
     let ns = pod.namespace().unwrap_or_default();
     let labels = pod.labels();
     labels
@@ -77,7 +166,7 @@ pub fn slice_key(namespace: &str, service: &str) -> String {
 }
 
 /// EndpointSlices filed by their Service.
-pub fn slice_keys(slice: &EndpointSlice) -> Vec<String> {
+pub fn slice_keys(slice: &CachedSlice) -> Vec<String> {
     let ns = slice.namespace().unwrap_or_default();
     slice
         .labels()
@@ -113,45 +202,41 @@ pub fn critical_service_keys(cr: &CriticalService) -> Vec<String> {
         .collect()
 }
 
-/// Strips a pod to what the decision reads.
-pub fn slim_pod(pod: &mut Pod) {
-    let meta = pod.meta_mut();
+/// Drops the metadata the decision never reads (managed fields are most of a small object).
+fn slim_meta(meta: &mut ObjectMeta, keep_annotations: &[&str]) {
     meta.managed_fields = None;
+    meta.self_link = None;
+    meta.generate_name = None;
+    meta.creation_timestamp = None;
+    meta.finalizers = None;
     if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| k == OWNED_ANNOTATION || k == TEMPLATE_HASH_ANNOTATION);
+        annotations.retain(|k, _| keep_annotations.contains(&k.as_str()));
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
     }
-    pod.spec = None;
-    pod.status = pod.status.take().map(|s| PodStatus {
-        conditions: s
-            .conditions
-            .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
-        pod_ip: s.pod_ip,
-        ..PodStatus::default()
-    });
 }
 
-/// Strips a Service to its labels, selector, type and ports.
-pub fn slim_service(service: &mut Service) {
-    service.meta_mut().managed_fields = None;
-    service.meta_mut().annotations = None;
-    service.status = None;
-    service.spec = service.spec.take().map(|s| ServiceSpec {
-        selector: s.selector,
-        type_: s.type_,
-        ports: s.ports,
-        ..ServiceSpec::default()
-    });
+/// Strips a pod to what the decision reads: labels, two annotations, owners, readiness,
+/// deletion mark and IP.
+pub fn slim_pod(pod: &mut CachedPod) {
+    slim_meta(
+        &mut pod.metadata,
+        &[OWNED_ANNOTATION, TEMPLATE_HASH_ANNOTATION],
+    );
+    if let Some(conditions) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
+        conditions.retain(|c| c.type_ == "Ready");
+    }
 }
 
-/// Strips an EndpointSlice to its labels and endpoints' readiness and pod names.
-pub fn slim_slice(slice: &mut EndpointSlice) {
-    slice.meta_mut().managed_fields = None;
-    slice.meta_mut().annotations = None;
-    for endpoint in &mut slice.endpoints {
-        endpoint.hints = None;
-        endpoint.zone = None;
-        endpoint.deprecated_topology = None;
-    }
+/// Strips a Service's bookkeeping.
+pub fn slim_service(service: &mut CachedService) {
+    slim_meta(&mut service.metadata, &[]);
+}
+
+/// Strips an EndpointSlice's bookkeeping.
+pub fn slim_slice(slice: &mut CachedSlice) {
+    slim_meta(&mut slice.metadata, &[]);
 }
 
 /// Strips a CriticalService's bookkeeping.
@@ -165,7 +250,7 @@ pub fn slim_template(template: &mut PodTemplate) {
 }
 
 /// A cached pod as the decision's view.
-pub fn pod_view(pod: &Pod) -> PodView {
+pub fn pod_view(pod: &CachedPod) -> PodView {
     let meta = &pod.metadata;
     let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
     PodView {
@@ -194,7 +279,7 @@ pub fn pod_view(pod: &Pod) -> PodView {
 }
 
 /// A cached Service as the decision's view.
-pub fn service_view(service: &Service) -> ServiceView {
+pub fn service_view(service: &CachedService) -> ServiceView {
     let spec = service.spec.clone().unwrap_or_default();
     ServiceView {
         namespace: service.namespace().unwrap_or_default(),
@@ -219,7 +304,7 @@ pub fn service_view(service: &Service) -> ServiceView {
 
 /// EndpointSlice readiness per (namespace, Service).
 pub fn slice_views<'a>(
-    slices: impl Iterator<Item = &'a EndpointSlice>,
+    slices: impl Iterator<Item = &'a CachedSlice>,
 ) -> BTreeMap<(String, String), SliceView> {
     let mut out: BTreeMap<(String, String), SliceView> = BTreeMap::new();
     for slice in slices {
@@ -229,19 +314,64 @@ pub fn slice_views<'a>(
         let view = out
             .entry((slice.namespace().unwrap_or_default(), service.clone()))
             .or_default();
-        for endpoint in &slice.endpoints {
-            let ready = endpoint
-                .conditions
-                .as_ref()
-                .and_then(|c| c.ready)
-                .unwrap_or(false);
-            if let (true, Some(target)) = (
-                ready,
-                endpoint.target_ref.as_ref().and_then(|t| t.name.clone()),
-            ) {
-                view.ready_pods.insert(target);
-            }
-        }
+        view.ready_pods.extend(slice.ready_pods().cloned());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cached_kinds_read_only_what_they_keep_from_api_objects() {
+        let pod: CachedPod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
+                "annotations": {"service-watcher": "owned", "big": "x"},
+                "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"containers": [{"name": "c", "image": "nginx"}]},
+            "status": {"podIP": "10.0.0.1", "conditions": [
+                {"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]},
+        }))
+        .expect("a pod");
+        let mut pod = pod;
+        slim_pod(&mut pod);
+        let view = pod_view(&pod);
+        assert!(view.ready);
+        assert_eq!(view.ip.as_deref(), Some("10.0.0.1"));
+        assert_eq!(view.owned_annotation.as_deref(), Some("owned"));
+        assert!(pod.metadata.managed_fields.is_none());
+        assert_eq!(pod.metadata.annotations.map(|a| a.len()), Some(1));
+        assert_eq!(
+            CachedPod::plural(&()),
+            "pods",
+            "lists and watches the real resource"
+        );
+
+        let slice: CachedSlice = serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
+            "metadata": {"name": "web-x", "namespace": "ns", "labels": {SERVICE_NAME_LABEL: "web"}},
+            "endpoints": [
+                {"addresses": ["10.0.0.1"], "conditions": {"ready": true}, "targetRef": {"kind": "Pod", "name": "a"}},
+                {"addresses": ["10.0.0.2"], "conditions": {"ready": false}, "targetRef": {"kind": "Pod", "name": "b"}},
+            ],
+        }))
+        .expect("a slice");
+        let views = slice_views(std::iter::once(&slice));
+        let ready = &views[&("ns".to_owned(), "web".to_owned())].ready_pods;
+        assert_eq!(ready.iter().collect::<Vec<_>>(), ["a"]);
+        assert_eq!(CachedSlice::group(&()), "discovery.k8s.io");
+
+        let service: CachedService = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "ns"},
+            "spec": {"selector": {"app": "web"}, "type": "ClusterIP",
+                "ports": [{"port": 80, "targetPort": "http"}], "clusterIP": "10.96.0.1"},
+        }))
+        .expect("a service");
+        let view = service_view(&service);
+        assert_eq!(view.selector.get("app").map(String::as_str), Some("web"));
+        assert_eq!(view.ports[0].protocol, "TCP");
+    }
 }

@@ -6,9 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Pod, PodTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -18,13 +17,15 @@ use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
+use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_in};
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::queue::QueueTracker;
 
-use super::cache::{self, SERVICE_NAME_LABEL};
+use super::cache::{self, CachedPod, CachedService, CachedSlice, SERVICE_NAME_LABEL};
 use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
 use super::lame;
@@ -87,14 +88,14 @@ pub enum Error {
 #[derive(Clone)]
 struct Caches {
     crs: Store<CriticalService>,
-    services: Store<Service>,
-    pods: Store<Pod>,
-    slices: Store<EndpointSlice>,
+    services: Store<CachedService>,
+    pods: Store<CachedPod>,
+    slices: Store<CachedSlice>,
     templates: Store<PodTemplate>,
     cr_index: Index<CriticalService>,
-    service_index: Index<Service>,
-    pod_index: Index<Pod>,
-    slice_index: Index<EndpointSlice>,
+    service_index: Index<CachedService>,
+    pod_index: Index<CachedPod>,
+    slice_index: Index<CachedSlice>,
 }
 
 /// Shared by reconciles.
@@ -105,7 +106,11 @@ struct Context {
     leadership: watch::Receiver<Leadership>,
     backoffs: Backoffs<ObjectRef<CriticalService>>,
     metrics: ControllerMetrics,
+    queue: QueueTracker<CriticalService>,
     recorder: Recorder,
+    /// Statuses this replica wrote, by CriticalService, with the resourceVersion each write
+    /// was based on (see [`StatusMemo`]).
+    written: StatusMemo,
     /// Turns true once every cache has synced (see `wait_for_caches`).
     synced: watch::Receiver<bool>,
 }
@@ -121,6 +126,7 @@ pub async fn run(
 ) {
     let namespaces = settings.watched_namespaces.clone();
     let metrics = registry.controller(NAME);
+    let queue = QueueTracker::new(metrics.clone());
     let lame_gauge = Gauge::<i64>::default();
     registry.register(
         "vigil_lame_services",
@@ -152,23 +158,27 @@ pub async fn run(
             watcher::Config::default(),
         ),
         cache::slim_critical_service,
-    );
+    )
+    .inspect_ok({
+        let queue = queue.clone();
+        move |cr| queue.added(ObjectRef::from_obj(cr))
+    });
     let service_stream = lean_cache(
         service_writer,
         caches.service_index.clone(),
-        watch_in::<Service>(&client, namespaces.as_ref()),
+        watch_in::<CachedService>(&client, namespaces.as_ref()),
         cache::slim_service,
     );
     let pod_stream = lean_cache(
         pod_writer,
         caches.pod_index.clone(),
-        watch_in::<Pod>(&client, namespaces.as_ref()),
+        watch_in::<CachedPod>(&client, namespaces.as_ref()),
         cache::slim_pod,
     );
     let slice_stream = lean_cache(
         slice_writer,
         caches.slice_index.clone(),
-        watch_in::<EndpointSlice>(&client, namespaces.as_ref()),
+        watch_in::<CachedSlice>(&client, namespaces.as_ref()),
         cache::slim_slice,
     );
     // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
@@ -187,7 +197,9 @@ pub async fn run(
         leadership: leadership.clone(),
         backoffs: Backoffs::new(BackoffPolicy::default()),
         metrics,
+        queue: queue.clone(),
         synced: synced.clone(),
+        written: StatusMemo::default(),
         recorder: Recorder::new(
             client,
             Reporter {
@@ -231,19 +243,34 @@ pub async fn run(
 
     let mapper_caches = caches.clone();
     let settings_for = ctx.settings.clone();
-    let for_service =
-        move |svc: Service| crs_covering(&mapper_caches, &settings_for, &cache::service_view(&svc));
+    let q = queue.clone();
+    let for_service = move |svc: CachedService| {
+        q.added_all(crs_covering(
+            &mapper_caches,
+            &settings_for,
+            &cache::service_view(&svc),
+        ))
+    };
     let pod_caches = caches.clone();
     let pod_settings = ctx.settings.clone();
-    let for_pod = move |pod: Pod| crs_for_pod(&pod_caches, &pod_settings, &pod);
+    let q = queue.clone();
+    let for_pod = move |pod: CachedPod| q.added_all(crs_for_pod(&pod_caches, &pod_settings, &pod));
     let slice_caches = caches.clone();
     let slice_settings = ctx.settings.clone();
-    let for_slice =
-        move |slice: EndpointSlice| crs_for_slice(&slice_caches, &slice_settings, &slice);
+    let q = queue.clone();
+    let for_slice = move |slice: CachedSlice| {
+        q.added_all(crs_for_slice(&slice_caches, &slice_settings, &slice))
+    };
     let template_caches = caches.clone();
     let template_settings = ctx.settings.clone();
-    let for_template =
-        move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
+    let q = queue;
+    let for_template = move |t: PodTemplate| {
+        q.added_all(crs_using_template(
+            &template_caches.crs,
+            &template_settings,
+            &t,
+        ))
+    };
 
     Controller::for_stream(cr_stream, crs)
         // Each stream backs off on its own (`default_backoff` above); the controller's shared
@@ -301,8 +328,8 @@ fn services_selecting(
     caches: &Caches,
     namespace: &str,
     labels: &BTreeMap<String, String>,
-) -> Vec<Arc<Service>> {
-    let refs: HashSet<ObjectRef<Service>> = labels
+) -> Vec<Arc<CachedService>> {
+    let refs: HashSet<ObjectRef<CachedService>> = labels
         .iter()
         .flat_map(|(k, v)| {
             caches
@@ -327,7 +354,11 @@ fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String
 
 /// A pod concerns the CriticalServices covering the Services that select it, and the one whose
 /// fallback it is.
-fn crs_for_pod(caches: &Caches, settings: &Settings, pod: &Pod) -> Vec<ObjectRef<CriticalService>> {
+fn crs_for_pod(
+    caches: &Caches,
+    settings: &Settings,
+    pod: &CachedPod,
+) -> Vec<ObjectRef<CriticalService>> {
     let ns = pod.namespace().unwrap_or_default();
     let labels = pod.labels();
     let mut out: HashSet<ObjectRef<CriticalService>> = HashSet::new();
@@ -343,13 +374,13 @@ fn crs_for_pod(caches: &Caches, settings: &Settings, pod: &Pod) -> Vec<ObjectRef
 fn crs_for_slice(
     caches: &Caches,
     settings: &Settings,
-    slice: &EndpointSlice,
+    slice: &CachedSlice,
 ) -> Vec<ObjectRef<CriticalService>> {
     let Some(name) = slice.labels().get(SERVICE_NAME_LABEL) else {
         return Vec::new();
     };
     let ns = slice.namespace().unwrap_or_default();
-    let key = ObjectRef::<Service>::new(name).within(&ns);
+    let key = ObjectRef::<CachedService>::new(name).within(&ns);
     caches
         .services
         .get(&key)
@@ -410,6 +441,7 @@ fn lookup_template(caches: &Caches, settings: &Settings, key: &TemplateKey) -> T
 }
 
 async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.queue.started(&ObjectRef::from_obj(cr.as_ref()));
     let timer = ctx.metrics.reconcile_started();
     if *ctx.leadership.borrow() != Leadership::Leading {
         // Standbys keep warm caches and write nothing; becoming leader reconciles everything.
@@ -459,11 +491,7 @@ async fn report_lame_services(
             .slices
             .state()
             .iter()
-            .filter(|s| {
-                s.endpoints
-                    .iter()
-                    .any(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
-            })
+            .filter(|s| s.ready_pods().next().is_some())
             .filter_map(|s| Some((s.namespace()?, s.labels().get(SERVICE_NAME_LABEL)?.clone())))
             .collect();
         let services: Vec<_> = caches
@@ -529,7 +557,8 @@ async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, 
     }
     let plan = {
         let caches = &ctx.caches;
-        let this = view(cr);
+        let mut this = view(cr);
+        this.status = ctx.written.effective(cr);
         let observed = observe(caches, &ctx.settings, cr);
         let template = lookup_template(caches, &ctx.settings, &template_key(cr, &ctx.settings));
         let inputs = Inputs {
@@ -547,6 +576,44 @@ async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, 
     apply(cr, ctx, plan).await
 }
 
+/// The statuses this replica wrote, until the cache shows them. A reconcile triggered by a pod
+/// or slice event between a status write and the watch event that brings it back would
+/// otherwise decide from the status *before* the write and write again, with fresh `since`
+/// and `lastTransitionTime` stamps; at startup, with a thousand CriticalServices, that doubled
+/// the status writes.
+#[derive(Default)]
+struct StatusMemo(
+    std::sync::Mutex<std::collections::HashMap<String, (String, CriticalServiceStatus)>>,
+);
+
+impl StatusMemo {
+    /// The status to decide from: what this replica last wrote while the cached object is still
+    /// the one that write was based on, else the cached status.
+    fn effective(&self, cr: &CriticalService) -> Option<CriticalServiceStatus> {
+        let Ok(mut written) = self.0.lock() else {
+            return cr.status.clone();
+        };
+        let name = cr.name_any();
+        match written.get(&name) {
+            Some((based_on, status)) if cr.metadata.resource_version.as_ref() == Some(based_on) => {
+                Some(status.clone())
+            }
+            Some(_) => {
+                // The cache moved past that write.
+                written.remove(&name);
+                cr.status.clone()
+            }
+            None => cr.status.clone(),
+        }
+    }
+
+    fn remember(&self, cr: &CriticalService, status: &CriticalServiceStatus) {
+        if let (Ok(mut written), Some(rv)) = (self.0.lock(), cr.metadata.resource_version.clone()) {
+            written.insert(cr.name_any(), (rv, status.clone()));
+        }
+    }
+}
+
 /// What one CriticalService's decision reads, gathered through the indexes.
 struct Observed {
     crs: Vec<CriticalServiceView>,
@@ -562,14 +629,14 @@ struct Observed {
 /// decision sees exactly what a whole-cache view would show it for this CriticalService.
 fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observed {
     let name = cr.name_any();
-    let own_pods: Vec<Arc<Pod>> = caches
+    let own_pods: Vec<Arc<CachedPod>> = caches
         .pod_index
         .get(&cache::fallback_key(&name))
         .iter()
         .filter_map(|r| caches.pods.get(r))
         .collect();
 
-    let mut service_refs: HashSet<ObjectRef<Service>> = HashSet::new();
+    let mut service_refs: HashSet<ObjectRef<CachedService>> = HashSet::new();
     if let Some(first) = cr.spec.match_labels.first() {
         service_refs.extend(
             caches
@@ -592,7 +659,7 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
         .collect();
     services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    let mut pods: BTreeMap<(String, String), Arc<Pod>> = own_pods
+    let mut pods: BTreeMap<(String, String), Arc<CachedPod>> = own_pods
         .into_iter()
         .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
         .collect();
@@ -677,7 +744,7 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
             Err(e) => return Err(e.into()),
         }
     }
-    if cr.status.as_ref() != Some(&plan.status) {
+    if ctx.written.effective(cr).as_ref() != Some(&plan.status) {
         let api: Api<CriticalService> = Api::all(ctx.client.clone());
         // A merge patch leaves out what serializes as absent: send the lists that may have been
         // emptied explicitly, or an emptied list would stay in the stored status forever.
@@ -690,6 +757,7 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
             &Patch::Merge(&patch),
         )
         .await?;
+        ctx.written.remember(cr, &plan.status);
     }
     for note in &plan.events {
         let event = KubeEvent {
