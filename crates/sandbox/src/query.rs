@@ -89,7 +89,9 @@ pub struct Page {
     pub remaining: Option<usize>,
 }
 
-/// Reads a page of objects matching `filter`, resuming after a continue token.
+/// Reads a page of objects matching `filter`, resuming after a continue token. Objects are read
+/// lazily in key order, so a page costs its own size plus a count of what remains (no copy of
+/// the rest of the collection per page).
 pub fn list(
     state: &State,
     info: &ResourceInfo,
@@ -97,17 +99,20 @@ pub fn list(
     limit: Option<usize>,
     continue_token: Option<&str>,
 ) -> Result<Page, ApiError> {
-    let (rv, candidates): (u64, Vec<Arc<Stored>>) = match continue_token.filter(|t| !t.is_empty()) {
-        Some(token) => {
-            let (rv, after) = decode_continue(token)?;
-            (rv, snapshot_after(state, info, filter, rv, &after)?)
+    let resume = match continue_token.filter(|t| !t.is_empty()) {
+        Some(token) => Some(decode_continue(token)?),
+        None => None,
+    };
+    let namespace = filter.namespace.as_deref();
+    let (rv, candidates): (u64, Box<dyn Iterator<Item = Arc<Stored>> + '_>) = match resume {
+        Some((rv, after)) => {
+            let changes = changes_since(state, info, namespace, rv, &after)?;
+            let current = state.range(&info.storage_key, namespace, Some(&after));
+            (rv, Box::new(snapshot(current, changes)))
         }
         None => (
             state.rv(),
-            state
-                .range(&info.storage_key, filter.namespace.as_deref(), None)
-                .cloned()
-                .collect(),
+            Box::new(state.range(&info.storage_key, namespace, None).cloned()),
         ),
     };
     let limit = limit.filter(|l| *l > 0);
@@ -136,17 +141,16 @@ pub fn list(
     })
 }
 
-/// The objects after `after` as they were at resourceVersion `rv`, so that every page of a
-/// paged list shows one consistent state: objects changed since are taken back to their state
-/// at `rv` from the event log (each key's first later event carries its earlier state), and
-/// objects created since are left out. A token older than the log is 410 Expired.
-fn snapshot_after(
+/// The state at resourceVersion `rv` of the objects after `after` that changed since: each
+/// key's first later event carries its earlier state (`None`: created since). A token older
+/// than the event log is 410 Expired.
+fn changes_since(
     state: &State,
     info: &ResourceInfo,
-    filter: &Filter,
+    namespace: Option<&str>,
     rv: u64,
     after: &ObjectKey,
-) -> Result<Vec<Arc<Stored>>, ApiError> {
+) -> Result<BTreeMap<ObjectKey, Option<Arc<Stored>>>, ApiError> {
     let expired = || {
         ApiError::expired(
             "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.",
@@ -156,22 +160,49 @@ fn snapshot_after(
     let mut at_rv: BTreeMap<ObjectKey, Option<Arc<Stored>>> = BTreeMap::new();
     for e in later.iter().filter(|e| *e.storage_key == *info.storage_key) {
         let key = (e.object.namespace().to_owned(), e.object.name().to_owned());
-        at_rv.entry(key).or_insert_with(|| e.previous.clone());
-    }
-    let mut merged: BTreeMap<ObjectKey, Arc<Stored>> = state
-        .range(&info.storage_key, filter.namespace.as_deref(), Some(after))
-        .map(|o| ((o.namespace().to_owned(), o.name().to_owned()), o.clone()))
-        .collect();
-    for (key, then) in at_rv {
-        if key <= *after || filter.namespace.as_deref().is_some_and(|ns| ns != key.0) {
+        if key <= *after || namespace.is_some_and(|ns| ns != key.0) {
             continue;
         }
-        match then {
-            Some(obj) => merged.insert(key, obj),
-            None => merged.remove(&key),
-        };
+        at_rv.entry(key).or_insert_with(|| e.previous.clone());
     }
-    Ok(merged.into_values().collect())
+    Ok(at_rv)
+}
+
+/// The objects as they were at the list's resourceVersion, so that every page of a paged list
+/// shows one consistent state: the current objects in key order, merged with `changes` (the
+/// earlier state of what changed since; objects created since are left out).
+fn snapshot<'a>(
+    current: impl Iterator<Item = &'a Arc<Stored>> + 'a,
+    changes: BTreeMap<ObjectKey, Option<Arc<Stored>>>,
+) -> impl Iterator<Item = Arc<Stored>> + 'a {
+    let mut current = current.peekable();
+    let mut changes = changes.into_iter().peekable();
+    std::iter::from_fn(move || {
+        loop {
+            let Some((changed, _)) = changes.peek() else {
+                return current.next().cloned();
+            };
+            let order = current
+                .peek()
+                .map(|o| (o.namespace(), o.name()).cmp(&(changed.0.as_str(), changed.1.as_str())));
+            match order {
+                Some(std::cmp::Ordering::Less) => return current.next().cloned(),
+                Some(same_or_later) => {
+                    if same_or_later == std::cmp::Ordering::Equal {
+                        current.next();
+                    }
+                    if let Some((_, Some(then))) = changes.next() {
+                        return Some(then);
+                    }
+                }
+                None => {
+                    if let Some((_, Some(then))) = changes.next() {
+                        return Some(then);
+                    }
+                }
+            }
+        }
+    })
 }
 
 fn encode_continue(rv: u64, key: &ObjectKey) -> String {
