@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::{Pod, PodTemplate};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -769,7 +769,13 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
             reason: note.reason.clone(),
             note: Some(note.note.clone()),
             action: "Reconcile".into(),
-            secondary: None,
+            secondary: note.pod.as_ref().map(|(namespace, name)| ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                namespace: Some(namespace.clone()),
+                name: Some(name.clone()),
+                ..ObjectReference::default()
+            }),
         };
         if let Err(e) = ctx.recorder.publish(&event, &reference).await {
             tracing::debug!(error = %e, "could not record an event");

@@ -106,6 +106,7 @@ impl Actions {
             warning: false,
             reason: REASON_FALLBACK_DELETED.into(),
             note: format!("Deleted fallback pod {}/{}: {why}", pod.namespace, pod.name),
+            pod: Some((pod.namespace.clone(), pod.name.clone())),
         });
     }
 
@@ -159,6 +160,7 @@ impl Problem {
             warning: true,
             reason: self.kind.reason().into(),
             note: self.message.clone(),
+            pod: None,
         }
     }
 }
@@ -417,6 +419,7 @@ fn create(
             "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own",
             service.namespace, observed.fallback_name, service.namespace, service.name
         ),
+        pod: Some((service.namespace.clone(), observed.fallback_name.clone())),
     });
 }
 

@@ -135,6 +135,10 @@ pub struct EventNote {
     /// CamelCase, e.g. `FallbackCreated`, `PodTemplateNotFound`.
     pub reason: String,
     pub note: String,
+    /// (namespace, name) of the pod the event is about: recorded as the event's `related`
+    /// object, which also keeps kube-runtime's Recorder from folding events about different
+    /// pods into one series.
+    pub pod: Option<(String, String)>,
 }
 
 /// A pod to delete, with the uid it must still have (a precondition, so a pod re-created by
