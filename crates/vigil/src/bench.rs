@@ -27,6 +27,8 @@ pub enum Bench {
     CriticalServiceScale(crate::bench_critical_service_scale::ScaleBench),
     /// Status vault: capture lag, automatic and CLI restore times, bytes per record.
     StatusVault(crate::bench_status_vault::StatusVaultBench),
+    /// The article's restore at scale through the CLI: N LoadBalancer Services backed up, deleted, restored.
+    StatusRestore(crate::bench_status_restore::StatusRestoreBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -60,6 +62,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
         Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
         Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,
+        Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
     }
 }
 

@@ -7,9 +7,13 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
+use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
 use kube::discovery::{ApiCapabilities, Discovery, Scope, verbs};
 use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
+
+/// Records saved at once by a backup.
+const SAVE_CONCURRENCY: usize = 16;
 
 /// Where `vigil run` keeps records by default, and so where `history` and `show` look.
 const DEFAULT_VAULT: &str = "/var/lib/vigil/status-vault";
@@ -52,6 +56,7 @@ impl CommonArgs {
             .context("loading the encryption key")
     }
 
+    /// Opens a vault to write to (a missing directory is created).
     pub async fn open(&self, location: &str, retention: usize) -> anyhow::Result<Vault> {
         let vault = Vault::open(
             location,
@@ -63,6 +68,18 @@ impl CommonArgs {
         .await
         .with_context(|| format!("opening the vault {location}"))?;
         Ok(vault)
+    }
+
+    /// Opens a vault to read from: a directory must exist (a typo must not read as an empty
+    /// vault).
+    pub async fn open_existing(&self, location: &str) -> anyhow::Result<Vault> {
+        if !location.contains("://") {
+            anyhow::ensure!(
+                std::path::Path::new(location).is_dir(),
+                "no vault at {location}: the directory does not exist"
+            );
+        }
+        self.open(location, 0).await
     }
 }
 
@@ -297,13 +314,27 @@ pub async fn backup(args: &BackupArgs) -> anyhow::Result<BackupReport> {
                 .list(&params)
                 .await
                 .with_context(|| format!("listing {}", ar.plural))?;
-            for object in &list.items {
-                let record = record_of(ar, object, &time)?;
-                match vault
-                    .save(&record)
-                    .await
-                    .with_context(|| format!("saving {}", record.key()))?
-                {
+            // Saves of different objects are independent: overlap their fsyncs / round trips.
+            let records = list
+                .items
+                .iter()
+                .map(|object| record_of(ar, object, &time))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let saved: Vec<anyhow::Result<Saved>> = futures::stream::iter(records)
+                .map(|record| {
+                    let vault = vault.clone();
+                    async move {
+                        vault
+                            .save(&record)
+                            .await
+                            .with_context(|| format!("saving {}", record.key()))
+                    }
+                })
+                .buffer_unordered(SAVE_CONCURRENCY)
+                .collect()
+                .await;
+            for outcome in saved {
+                match outcome? {
                     Saved::Written { .. } => report.written += 1,
                     Saved::Unchanged => report.unchanged += 1,
                 }
@@ -335,7 +366,7 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
         .object
         .split_once('/')
         .context("expected KIND/NAME, e.g. Service/argocd-server")?;
-    let vault = args.common.open(&args.vault, 0).await?;
+    let vault = args.common.open_existing(&args.vault).await?;
     let keys: Vec<ObjectKey> = vault
         .keys()
         .await?
@@ -385,7 +416,7 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
 }
 
 async fn show(args: &ShowArgs) -> anyhow::Result<()> {
-    let vault = args.common.open(&args.vault, 0).await?;
+    let vault = args.common.open_existing(&args.vault).await?;
     let keys = vault.keys().await?;
     println!(
         "vault {} ({}): {} objects",
@@ -412,10 +443,18 @@ async fn show(args: &ShowArgs) -> anyhow::Result<()> {
             Some(ns) => format!("{ns}/{}", key.name),
             None => key.name.clone(),
         };
-        let mut state = match latest {
-            Some(r) if r.deleted => "deleted (tombstone)".to_owned(),
-            Some(_) => "live".to_owned(),
-            None => "no readable record".to_owned(),
+        let key_problem = history.iter().find_map(|h| match h {
+            Err(vigil_vault::Error::KeyRequired { .. }) => {
+                Some("encrypted: give --encryption-key-file")
+            }
+            Err(vigil_vault::Error::WrongKey { .. }) => Some("encrypted with another key"),
+            _ => None,
+        });
+        let mut state = match (latest, key_problem) {
+            (Some(r), _) if r.deleted => "deleted (tombstone)".to_owned(),
+            (Some(_), _) => "live".to_owned(),
+            (None, Some(problem)) => format!("no readable record ({problem})"),
+            (None, None) => "no readable record".to_owned(),
         };
         if corrupt > 0 {
             state.push_str(&format!(", {corrupt} unreadable"));

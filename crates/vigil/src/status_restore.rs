@@ -185,7 +185,7 @@ impl RestoreReport {
 
 pub async fn run(args: RestoreArgs) -> anyhow::Result<()> {
     let client = args.common.client().await?;
-    let vault = args.common.open(&args.from, 0).await?;
+    let vault = args.common.open_existing(&args.from).await?;
     let report = restore(&client, &vault, &args).await?;
     report.print();
     anyhow::ensure!(

@@ -335,7 +335,17 @@ async fn article_scenario_with_a_directory_vault() {
         })
     });
     article_scenario(env, dir.to_str().unwrap(), None, corrupt).await;
-    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    // A mistyped vault is an error, not an empty vault (and is not created).
+    let missing = dir.join("typo");
+    let out = vigil(
+        Path::new("/nonexistent/kubeconfig"),
+        &["status", "show", "--vault", missing.to_str().unwrap()],
+    )
+    .await;
+    assert!(!out.ok && out.stderr.contains("no vault at"), "{}", out.stderr);
+    assert!(!missing.exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
