@@ -344,7 +344,11 @@ async fn article_scenario_with_a_directory_vault() {
         &["status", "show", "--vault", missing.to_str().unwrap()],
     )
     .await;
-    assert!(!out.ok && out.stderr.contains("no vault at"), "{}", out.stderr);
+    assert!(
+        !out.ok && out.stderr.contains("no vault at"),
+        "{}",
+        out.stderr
+    );
     assert!(!missing.exists());
 }
 
