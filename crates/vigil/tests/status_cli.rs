@@ -380,3 +380,154 @@ async fn article_scenario_with_an_encrypted_s3_vault() {
     article_scenario(env, &location, Some(&key_file), corrupt).await;
     let _ = std::fs::remove_file(key_file);
 }
+
+/// The article's own case through the CLI: a cluster-scoped `KubernetesCluster` (a group with a
+/// dot) whose status holds state nobody can give back; deleted and re-applied from git (so it
+/// exists, without status); `vigil status restore` writes the status back without re-creating it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_applied_custom_resource_gets_its_status_back() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+
+    const GROUP: &str = "clitest.infra.example.com";
+    let mut env = TestEnv::start().await.expect("test env");
+    let kubeconfig = env.kubeconfig_path().expect("kubeconfig").to_path_buf();
+    let client = env.client();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("kubernetesclusters.{GROUP}")},
+        "spec": {"group": GROUP, "scope": "Cluster",
+            "names": {"plural": "kubernetesclusters", "singular": "kubernetescluster", "kind": "KubernetesCluster"},
+            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
+    });
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    match crds
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(crd).unwrap(),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {} // a real cluster may have it already
+        Err(e) => panic!("creating the CRD: {e}"),
+    }
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(GROUP, "v1alpha1", "KubernetesCluster"),
+        "kubernetesclusters",
+    );
+    let clusters: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    wait_for("the CRD served", Duration::from_secs(30), || async {
+        clusters
+            .list(&ListParams::default())
+            .await
+            .map(|_| Some(()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("CRD served");
+
+    // The manifest as kept in git (named after the test namespace: cluster-scoped objects are
+    // shared on a real cluster), and its status as the cluster operator wrote it.
+    let name = format!("{}-cluster", env.namespace());
+    let from_git: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": format!("{GROUP}/v1alpha1"), "kind": "KubernetesCluster",
+        "metadata": {"name": name, "labels": {"vigil.dev/test-ns": env.namespace()}},
+        "spec": {"type": "iks", "env": "test", "kubeVersion": "1.28", "osVersion": "UBUNTU_20_64",
+            "addons": [{"name": "cluster-autoscaler", "version": "1.2.2"}]}
+    }))
+    .unwrap();
+    let saved_status =
+        json!({"apiServerURL": "https://my-private-endpoint.tld", "masterVersion": "1.28.23"});
+    clusters
+        .create(&PostParams::default(), &from_git)
+        .await
+        .expect("create");
+    clusters
+        .patch_status(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": saved_status})),
+        )
+        .await
+        .expect("status");
+
+    let dir = temp_dir("crd");
+    let location = dir.to_str().unwrap().to_owned();
+    let selector = format!("vigil.dev/test-ns={}", env.namespace());
+    must(
+        vigil(
+            &kubeconfig,
+            &[
+                "status",
+                "backup",
+                "--include-resources",
+                &format!("kubernetesclusters.{GROUP}"),
+                "-l",
+                &selector,
+                "--to",
+                &location,
+            ],
+        )
+        .await,
+        "backup",
+    );
+
+    // Deleted, then re-applied from git: it exists again, without status.
+    clusters
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the cluster deleted", Duration::from_secs(30), || async {
+        match clusters.get_opt(&name).await {
+            Ok(None) => Ok(Some(())),
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+    .expect("deleted");
+    clusters
+        .create(&PostParams::default(), &from_git)
+        .await
+        .expect("re-apply");
+
+    let out = must(
+        vigil(
+            &kubeconfig,
+            &[
+                "status",
+                "restore",
+                "--from",
+                &location,
+                "--status-include-resources",
+                &format!("KubernetesCluster.{GROUP}"),
+            ],
+        )
+        .await,
+        "restore",
+    );
+    assert!(
+        out.contains(
+            "0 re-created with status, 0 re-created, 1 status restored, 0 skipped, 0 failed"
+        ),
+        "it existed: only its status is written: {out}"
+    );
+    let restored = clusters.get(&name).await.expect("the cluster");
+    assert_eq!(restored.data.get("status"), Some(&saved_status));
+    assert!(
+        restored
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(RESTORED_FROM)
+    );
+
+    let _ = clusters.delete(&name, &DeleteParams::default()).await;
+    let _ = std::fs::remove_dir_all(dir);
+    env.cleanup().await;
+}
