@@ -56,6 +56,18 @@ async fn retention_prunes_the_oldest_in_a_directory() {
 }
 
 #[tokio::test]
+async fn retention_zero_keeps_every_version() {
+    let dir = TempDir::new("keep-all");
+    let vault = open(&dir, options(0, None)).await;
+    let mut r = record("keep-all", "web", "uid-1", lb_status("10.0.0.0"));
+    for i in 0..15 {
+        r.status = lb_status(&format!("10.0.0.{i}"));
+        vault.save(&r).await.unwrap();
+    }
+    assert_eq!(vault.versions(&r.key()).await.unwrap().len(), 15);
+}
+
+#[tokio::test]
 async fn tombstone_keeps_history_in_a_directory() {
     let dir = TempDir::new("tombstone");
     tombstone_keeps_history(&open(&dir, VaultOptions::default()).await).await;

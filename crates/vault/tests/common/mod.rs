@@ -145,6 +145,12 @@ pub async fn encryption_round_trip_and_wrong_key(
         Err(Error::KeyRequired { .. }) => {}
         other => panic!("no key must be a clear error, got {other:?}"),
     }
+    let mut changed = r.clone();
+    changed.status = lb_status("172.18.0.8");
+    match wrong_key.save(&changed).await {
+        Err(Error::WrongKey { .. }) => {}
+        other => panic!("one key per vault: saving with another key must fail, got {other:?}"),
+    }
     let plain = encrypted.stored_size(&r.key()).await.unwrap();
     assert_eq!(plain.versions, 1);
     assert_eq!(
