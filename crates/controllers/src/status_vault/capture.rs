@@ -13,6 +13,7 @@ use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::BackoffPolicy;
+use vigil_runtime::leader::Leadership;
 use vigil_vault::{Record, Saved};
 
 use super::controller::Shared;
@@ -200,6 +201,11 @@ pub async fn capture_worker(shared: Arc<Shared>) {
         let (key, mut record) = shared.queue.next().await;
         let mut attempt: u32 = 0;
         loop {
+            if *shared.leadership.borrow() != Leadership::Leading {
+                // One writer per vault: the new leader's initial list captures this state again.
+                shared.queue.done(&key, &record);
+                break;
+            }
             let result = match shared.vault(&key.0).await {
                 Ok(vault) => vault.save(&record).await.map_err(|e| e.to_string()),
                 Err(e) => Err(e),

@@ -101,7 +101,7 @@ pub fn covered_kind_permissions(resources: &[String]) -> Vec<(String, Vec<String
 }
 
 /// Capture workers: records of different objects are written this many at a time.
-const WORKERS: usize = 16;
+const WORKERS: usize = 64;
 /// How often policies' status and kinds' resolution are looked at without a change.
 const TICK: Duration = Duration::from_secs(1);
 /// How often backends are checked for health.
