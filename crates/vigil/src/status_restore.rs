@@ -338,15 +338,8 @@ async fn restore_one(
         restore_status,
         args.include_deleted,
     );
-    let with_notes = |detail: String| {
-        let mut all = notes.clone();
-        if !detail.is_empty() {
-            all.insert(0, detail);
-        }
-        all.join("; ")
-    };
     let (create, write_status) = match decision {
-        Decision::Skip(reason) => return (OutcomeKind::Skipped, with_notes(reason)),
+        Decision::Skip(reason) => return (OutcomeKind::Skipped, joined(reason, &notes)),
         Decision::Act {
             create,
             write_status,
@@ -359,7 +352,7 @@ async fn restore_one(
     };
     let from = format!("record of {}", record.time);
     if args.dry_run {
-        return (kind, with_notes(from));
+        return (kind, joined(from, &notes));
     }
     let live = match (live, create, manifest) {
         (Some(live), _, _) => live,
@@ -373,11 +366,14 @@ async fn restore_one(
     };
     if write_status {
         match write_saved_status(&api, key, live, &record.status).await {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(Some(0)) => {}
+            Ok(Some(conflicts)) => notes.push(format!(
+                "written after {conflicts} conflict(s): the object changed meanwhile, its status stayed empty"
+            )),
+            Ok(None) => {
                 return (
                     OutcomeKind::Skipped,
-                    with_notes("a controller wrote a status while restoring (kept)".into()),
+                    joined("a controller wrote a status while restoring (kept)".into(), &notes),
                 );
             }
             Err(e) => return failed("writing the status", &e),
@@ -386,7 +382,17 @@ async fn restore_one(
             return failed("annotating", &e);
         }
     }
-    (kind, with_notes(from))
+    (kind, joined(from, &notes))
+}
+
+/// The report's detail: the main fact first, then the notes gathered on the way.
+fn joined(detail: String, notes: &[String]) -> String {
+    let mut all = Vec::with_capacity(notes.len() + 1);
+    if !detail.is_empty() {
+        all.push(detail);
+    }
+    all.extend(notes.iter().cloned());
+    all.join("; ")
 }
 
 /// Creates the object from its saved manifest; marked `restore-status: pending` when its status
@@ -416,16 +422,18 @@ async fn create_object(
 }
 
 /// Writes `status` through `/status` with the live object's resourceVersion as precondition, so
-/// that a status written meanwhile by a controller wins. Returns false when one did.
+/// that a status written meanwhile by a controller wins. Returns the conflicts met on the way, or
+/// None when a controller's status won; an error when the object kept changing under us (its
+/// status still empty) for every attempt.
 async fn write_saved_status(
     api: &kube::Api<DynamicObject>,
     key: &ObjectKey,
     mut live: DynamicObject,
     status: &Value,
-) -> Result<bool, kube::Error> {
-    for _ in 0..STATUS_ATTEMPTS {
+) -> anyhow::Result<Option<usize>> {
+    for conflicts in 0..STATUS_ATTEMPTS {
         if !is_empty_status(live.data.get("status")) {
-            return Ok(false);
+            return Ok(None);
         }
         let mut desired = live.clone();
         if let Some(map) = desired.data.as_object_mut() {
@@ -435,14 +443,14 @@ async fn write_saved_status(
             .replace_status(&key.name, &PostParams::default(), &desired)
             .await
         {
-            Ok(_) => return Ok(true),
+            Ok(_) => return Ok(Some(conflicts)),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 live = api.get(&key.name).await?;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
-    Ok(false)
+    anyhow::bail!("the object changed under every one of {STATUS_ATTEMPTS} attempts")
 }
 
 async fn annotate_restored(

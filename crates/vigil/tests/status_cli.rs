@@ -531,3 +531,84 @@ async fn a_re_applied_custom_resource_gets_its_status_back() {
     let _ = std::fs::remove_dir_all(dir);
     env.cleanup().await;
 }
+
+/// Sandbox faults: a conflict on the `/status` write is re-read and retried (the status still
+/// empty, so it is written); a failing create is reported as FAILED and the command exits non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_conflict_is_retried_and_a_failure_is_reported() {
+    use vigil_testenv::vigil_sandbox::Fault;
+
+    let mut env = TestEnv::start().await.expect("test env");
+    vigil_testenv::require_sandbox!(env);
+    let ns = env.namespace().to_owned();
+    let kubeconfig = env.kubeconfig_path().expect("kubeconfig").to_path_buf();
+    let services: Api<Service> = env.api();
+    services
+        .create(&PostParams::default(), &argocd_server())
+        .await
+        .expect("create");
+    let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}});
+    services
+        .patch_status("argocd-server", &PatchParams::default(), &Patch::Merge(&lb))
+        .await
+        .expect("status");
+    let dir = temp_dir("faults");
+    let location = dir.to_str().unwrap().to_owned();
+    must(
+        vigil(
+            &kubeconfig,
+            &[
+                "status",
+                "backup",
+                "--include-namespaces",
+                &ns,
+                "--include-resources",
+                "Service",
+                "--to",
+                &location,
+            ],
+        )
+        .await,
+        "backup",
+    );
+    let restore = [
+        "status",
+        "restore",
+        "--from",
+        &location,
+        "--include-namespaces",
+        &ns,
+        "--status-include-resources",
+        "Service",
+    ];
+    let sandbox = env.sandbox().expect("sandbox");
+
+    services
+        .delete("argocd-server", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&services, "argocd-server").await;
+    sandbox.inject(Fault::fail("update", "services/status", 409, 1));
+    let out = must(
+        vigil(&kubeconfig, &restore).await,
+        "restore through a conflict",
+    );
+    assert!(out.contains("re-created, status restored"), "{out}");
+    assert!(out.contains("written after 1 conflict(s)"), "{out}");
+    let restored = services.get("argocd-server").await.expect("re-created");
+    assert_eq!(ingress_ip(&restored).as_deref(), Some(LB_IP));
+
+    services
+        .delete("argocd-server", &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&services, "argocd-server").await;
+    sandbox.inject(Fault::fail("create", "services", 500, 1));
+    let out = vigil(&kubeconfig, &restore).await;
+    assert!(!out.ok, "a failed object fails the command");
+    assert!(out.stdout.contains("FAILED: re-creating"), "{}", out.stdout);
+    sandbox.clear_faults();
+
+    let _ = std::fs::remove_dir_all(dir);
+    env.cleanup().await;
+}
