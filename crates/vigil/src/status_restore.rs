@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::{ApiCapabilities, Scope};
 use serde_json::{Value, json};
@@ -357,8 +358,16 @@ async fn restore_one(
     let live = match (live, create, manifest) {
         (Some(live), _, _) => live,
         (None, true, Some(manifest)) => {
-            match create_object(&api, key, manifest, write_status).await {
-                Ok(created) => created,
+            match create_object(client, &api, key, manifest, write_status).await {
+                Ok((created, namespace_created)) => {
+                    if namespace_created {
+                        notes.push(format!(
+                            "namespace {} re-created",
+                            key.namespace.as_deref().unwrap_or_default()
+                        ));
+                    }
+                    created
+                }
                 Err(e) => return failed("re-creating", &e),
             }
         }
@@ -397,12 +406,15 @@ fn joined(detail: String, notes: &[String]) -> String {
 
 /// Creates the object from its saved manifest; marked `restore-status: pending` when its status
 /// follows, so that operators following the convention wait for it.
+/// A missing namespace (a rebuilt cluster) is created first, as Velero does; the bool says whether
+/// it had to be.
 async fn create_object(
+    client: &kube::Client,
     api: &kube::Api<DynamicObject>,
     key: &ObjectKey,
     mut manifest: Value,
     status_follows: bool,
-) -> Result<DynamicObject, kube::Error> {
+) -> Result<(DynamicObject, bool), kube::Error> {
     if status_follows
         && let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut)
     {
@@ -413,11 +425,35 @@ async fn create_object(
     }
     let object: DynamicObject =
         serde_json::from_value(manifest).map_err(kube::Error::SerdeError)?;
-    match api.create(&PostParams::default(), &object).await {
-        Ok(created) => Ok(created),
-        // Someone re-applied it meanwhile (say, from git): restore onto theirs.
-        Err(kube::Error::Api(status)) if status.code == 409 => api.get(&key.name).await,
-        Err(e) => Err(e),
+    let mut namespace_created = false;
+    loop {
+        match api.create(&PostParams::default(), &object).await {
+            Ok(created) => return Ok((created, namespace_created)),
+            // Someone re-applied it meanwhile (say, from git): restore onto theirs.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Ok((api.get(&key.name).await?, namespace_created));
+            }
+            Err(kube::Error::Api(status)) if status.code == 404 && !namespace_created => {
+                let Some(ns) = key.namespace.as_deref() else {
+                    return Err(kube::Error::Api(status));
+                };
+                let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+                if namespaces.get_opt(ns).await?.is_some() {
+                    return Err(kube::Error::Api(status));
+                }
+                let namespace: Namespace =
+                    serde_json::from_value(json!({"metadata": {"name": ns}}))
+                        .map_err(kube::Error::SerdeError)?;
+                match namespaces.create(&PostParams::default(), &namespace).await {
+                    // Another object of the same namespace may have created it first.
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(e),
+                }
+                namespace_created = true;
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

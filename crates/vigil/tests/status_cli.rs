@@ -612,3 +612,89 @@ async fn a_status_conflict_is_retried_and_a_failure_is_reported() {
     let _ = std::fs::remove_dir_all(dir);
     env.cleanup().await;
 }
+
+/// A rebuilt cluster lacks the namespace too: restore creates it before the objects in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_namespace_is_re_created_first() {
+    use k8s_openapi::api::core::v1::Namespace;
+
+    let mut env = TestEnv::start().await.expect("test env");
+    let kubeconfig = env.kubeconfig_path().expect("kubeconfig").to_path_buf();
+    let dr_ns = format!("{}-dr", env.namespace());
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": dr_ns}})).unwrap();
+    namespaces
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace");
+    let services: Api<Service> = Api::namespaced(env.client(), &dr_ns);
+    services
+        .create(&PostParams::default(), &argocd_server())
+        .await
+        .expect("create");
+    let lb = json!({"status": {"loadBalancer": {"ingress": [{"ip": LB_IP}]}}});
+    services
+        .patch_status("argocd-server", &PatchParams::default(), &Patch::Merge(&lb))
+        .await
+        .expect("status");
+    let dir = temp_dir("namespace");
+    let location = dir.to_str().unwrap().to_owned();
+    must(
+        vigil(
+            &kubeconfig,
+            &[
+                "status",
+                "backup",
+                "--include-namespaces",
+                &dr_ns,
+                "--include-resources",
+                "services",
+                "--to",
+                &location,
+            ],
+        )
+        .await,
+        "backup",
+    );
+    namespaces
+        .delete(&dr_ns, &DeleteParams::default())
+        .await
+        .expect("delete namespace");
+    wait_for("the namespace gone", Duration::from_secs(120), || async {
+        match namespaces.get_opt(&dr_ns).await {
+            Ok(None) => Ok(Some(())),
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    })
+    .await
+    .expect("namespace deleted");
+
+    let out = must(
+        vigil(
+            &kubeconfig,
+            &[
+                "status",
+                "restore",
+                "--from",
+                &location,
+                "--status-include-resources",
+                "Service",
+                "--include-namespaces",
+                &dr_ns,
+            ],
+        )
+        .await,
+        "restore",
+    );
+    assert!(
+        out.contains(&format!("namespace {dr_ns} re-created")),
+        "{out}"
+    );
+    let restored = services.get("argocd-server").await.expect("re-created");
+    assert_eq!(ingress_ip(&restored).as_deref(), Some(LB_IP));
+
+    let _ = namespaces.delete(&dr_ns, &DeleteParams::default()).await;
+    let _ = std::fs::remove_dir_all(dir);
+    env.cleanup().await;
+}
