@@ -393,14 +393,14 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
     for key in keys {
         println!("{key}");
         println!(
-            "  {:>8}  {:<24}  {:<36}  {:>10}  STATUS",
+            "  {:>8}  {:<24}  {:<36}  {:>15}  STATUS",
             "VERSION", "TIME", "UID", "RESOURCEVERSION"
         );
         let versions = vault.versions(&key).await?;
         for (stored, entry) in versions.iter().zip(vault.history(&key).await?) {
             match entry {
                 Ok(record) => println!(
-                    "  {:>8}  {:<24}  {:<36}  {:>10}  {}{}",
+                    "  {:>8}  {:<24}  {:<36}  {:>15}  {}{}",
                     stored.version,
                     record.time,
                     record.uid,

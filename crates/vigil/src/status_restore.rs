@@ -174,7 +174,11 @@ impl RestoreReport {
         }
         println!(
             "{}{} re-created with status, {} re-created, {} status restored, {} skipped, {} failed",
-            if self.dry_run { "dry run: " } else { "" },
+            if self.dry_run {
+                "dry run, nothing changed: would be "
+            } else {
+                ""
+            },
             self.count(OutcomeKind::RecreatedWithStatus),
             self.count(OutcomeKind::Recreated),
             self.count(OutcomeKind::StatusRestored),
