@@ -78,12 +78,12 @@ pub struct ResourceKind {
 pub struct Backend {
     /// A directory inside the operator's container (`/var/lib/vigil/status-vault`) or an
     /// S3-compatible bucket (`s3://bucket/prefix`).
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(length(min = 1, max = 1024), regex(pattern = r"^(/.*|s3://[^/?]+.*)$"))]
     pub location: String,
     /// Path of a file holding a 32-byte AES-256-GCM key (raw or base64) inside the operator's
     /// container, typically a Secret mounted as a volume; absent: records are stored in clear.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 1024))]
+    #[schemars(length(min = 1, max = 1024), regex(pattern = r"^/"))]
     pub encryption_key_file: Option<String>,
 }
 
@@ -195,6 +195,9 @@ spec:
             serde_json::json!(["OnCreate", "Manual"])
         );
         assert!(spec["properties"]["retention"]["minimum"].is_number());
+        let location = &spec["properties"]["backend"]["properties"]["location"]["pattern"];
+        let pattern = location.as_str().expect("location pattern");
+        assert!(pattern.starts_with("^(/"), "{pattern}");
     }
 
     #[test]

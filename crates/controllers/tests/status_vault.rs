@@ -1100,3 +1100,46 @@ async fn an_object_deleted_while_no_vigil_ran_gets_its_tombstone_and_its_status_
     running.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn the_api_server_rejects_malformed_policies() {
+    let env = TestEnv::start().await.expect("env");
+    install_policy_crd(&env.client()).await;
+    // Untyped, so the client sends what the typed API would refuse to build.
+    let api: Api<DynamicObject> =
+        Api::all_with(env.client(), &ApiResource::erase::<StatusBackupPolicy>(&()));
+    let name = unique(&env, "bad");
+    for (what, spec) in [
+        ("no kinds", json!({"resources": []})),
+        (
+            "an unknown restore mode",
+            json!({"resources": [{"kind": "Service"}], "restoreMode": "Sometimes"}),
+        ),
+        (
+            "a relative backend path",
+            json!({"resources": [{"kind": "Service"}], "backend": {"location": "relative/dir"}}),
+        ),
+        (
+            "retention 0",
+            json!({"resources": [{"kind": "Service"}], "retention": 0}),
+        ),
+        (
+            "a kind with a space",
+            json!({"resources": [{"kind": "Kubernetes Cluster"}]}),
+        ),
+    ] {
+        let body = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+            "metadata": {"name": name}, "spec": spec});
+        let result = api
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(body.clone()).unwrap_or_else(|e| panic!("{what}: {e}")),
+            )
+            .await;
+        match result {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{what}: {s:?}"),
+            other => panic!("{what} was accepted: {other:?}"),
+        }
+    }
+    env.cleanup().await;
+}
