@@ -46,7 +46,12 @@ pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Res
         .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect", "false"])
         .args(args)
         // The metrics address is read from the info-level log line; other settings stay defaults.
-        .env("RUST_LOG", "info")
+        // `VIGIL_BENCH_LOG` sets the child's filter (e.g. `info,kube_runtime=debug`) when a
+        // bench needs a closer look; the metrics address is read from an info line either way.
+        .env(
+            "RUST_LOG",
+            std::env::var("VIGIL_BENCH_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .env("NO_COLOR", "1")
         .env_remove("POD_NAME_PREFIX")
         .env_remove("POD_TEMPLATE")
@@ -65,8 +70,20 @@ pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Res
     tokio::spawn(async move {
         let mut addr_tx = Some(addr_tx);
         let mut lines = tokio::io::BufReader::new(stderr).lines();
+        // `VIGIL_BENCH_LOG_FILE`: every line of the child's log is also appended there.
+        let mut copy = std::env::var_os("VIGIL_BENCH_LOG_FILE").and_then(|path| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .ok()
+        });
         while let Ok(Some(line)) = lines.next_line().await {
             let line = strip_ansi(&line);
+            if let Some(file) = copy.as_mut() {
+                use std::io::Write as _;
+                let _ = writeln!(file, "{line}");
+            }
             if line.contains("metrics and probes serving")
                 && let Some(addr) = line
                     .split_whitespace()

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::runtime::{WatchStreamExt as _, reflector, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt as _};
 use sha2::{Digest as _, Sha256};
 
@@ -101,21 +101,36 @@ pub fn slim_namespace(ns: &mut Namespace) {
     ns.status = None;
 }
 
-/// A watch stream slimmed by `slim` before it fills the cache behind `writer`, backing off on
-/// errors on its own; yields the objects it touched, to trigger reconciles.
-pub fn lean_cache<K, S>(
-    writer: reflector::store::Writer<K>,
-    stream: S,
-    slim: fn(&mut K),
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-{
-    reflector::reflector(writer, stream.modify(slim))
-        .default_backoff()
-        .touched_objects()
+/// Index keys of a cached ConfigMap: its name (sources and copies share it across namespaces)
+/// and the ConfigMapSync owning it, so a decision reads the few ConfigMaps that concern it
+/// instead of scanning the cluster's.
+pub fn config_map_keys(cm: &ConfigMap) -> Vec<String> {
+    let mut keys = vec![name_key(&cm.name_any())];
+    if let Some(owner) = cm.annotations().get(OWNER_ANNOTATION) {
+        keys.push(owner_key(owner));
+    }
+    keys
+}
+
+/// Index key of the ConfigMaps with this name.
+pub fn name_key(name: &str) -> String {
+    format!("name:{name}")
+}
+
+/// Index key of the copies a ConfigMapSync (`namespace/name`) owns.
+pub fn owner_key(owner: &str) -> String {
+    format!("owner:{owner}")
+}
+
+/// Index key of a ConfigMapSync: the name of its ConfigMap, so a ConfigMap event finds the
+/// ConfigMapSyncs naming it without a scan.
+pub fn sync_keys(sync: &vigil_apis::ConfigMapSync) -> Vec<String> {
+    vec![name_key(&sync.spec.config_map_name)]
+}
+
+/// Drops a ConfigMapSync's managed fields (the rest is read).
+pub fn slim_sync(sync: &mut vigil_apis::ConfigMapSync) {
+    sync.meta_mut().managed_fields = None;
 }
 
 /// Watches every ConfigMap and namespace in the cluster.

@@ -149,9 +149,10 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
             entry.state = DestinationState::Invalid;
             entry.error = Some("the destination is the source's own namespace".into());
             invalid.push(ns);
-        } else if namespace.is_none() {
+        } else if namespace.is_none_or(|n| n.terminating) {
+            // A namespace being deleted refuses new objects: no write, and no retry loop.
             entry.state = DestinationState::NamespaceNotFound;
-            entry.error = Some(format!("namespace {ns} does not exist"));
+            entry.error = Some(format!("namespace {ns} does not exist or is being deleted"));
             missing_namespaces.push(ns);
         } else if let Some(namespace) =
             namespace.filter(|n| !consent::namespace_accepts(n, &sync.namespace, settings))
@@ -187,8 +188,14 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
                                 conflicts.push(format!("{ns} (ConfigMapSync {owner})"));
                             } else if !owned && !spec.adopt_existing() {
                                 entry.state = DestinationState::Conflict;
+                                let whose = match &cm.owner {
+                                    Some(o) => format!(
+                                        "is an orphaned copy of ConfigMapSync {o}, which no longer exists"
+                                    ),
+                                    None => "exists and Vigil does not manage it".to_owned(),
+                                };
                                 entry.error = Some(format!(
-                                    "ConfigMap {ns}/{} exists and Vigil does not manage it (set spec.adoptExisting: true to take it over)",
+                                    "ConfigMap {ns}/{} {whose} (set spec.adoptExisting: true to take it over)",
                                     cm.name
                                 ));
                                 conflicts.push(format!("{ns} (not managed by Vigil)"));
@@ -776,8 +783,10 @@ mod tests {
     #[test]
     fn the_selector_adds_namespaces_and_copies_outside_it_go() {
         let mut w = world();
-        let mut selector = LabelSelector::default();
-        selector.match_labels = Some(BTreeMap::from([("env".to_owned(), "prod".to_owned())]));
+        let selector = LabelSelector {
+            match_labels: Some(BTreeMap::from([("env".to_owned(), "prod".to_owned())])),
+            ..LabelSelector::default()
+        };
         w.sync.spec.namespace_selector = Some(selector);
         w.namespaces
             .extend([ns("a", &[("env", "prod")]), ns("b", &[("env", "dev")])]);
@@ -830,6 +839,14 @@ mod tests {
         assert_eq!(condition(&plan, DEGRADED).1, REASON_NAMESPACE_NOT_FOUND);
         assert_eq!(plan.status.synced, 1);
         assert_eq!(plan.status.destination_count, 3);
+        // A namespace being deleted gets no write either.
+        w.namespaces.get_mut("dst").expect("dst").terminating = true;
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        assert_eq!(
+            plan.status.destinations[0].state,
+            DestinationState::NamespaceNotFound
+        );
     }
 
     #[test]
