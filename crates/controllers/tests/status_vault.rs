@@ -137,6 +137,7 @@ async fn install_policy_crd(client: &Client) {
 /// The controller running for one test; dropping it stops it.
 struct Running {
     restorer: StatusRestorer,
+    metrics: Arc<Metrics>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
     dir: PathBuf,
@@ -196,16 +197,19 @@ async fn start_in(
     let vault = StatusVault::new(client, settings, leading);
     let restorer = vault.restorer();
     let (stop, mut stopped) = watch::channel(false);
+    let metrics = Metrics::new();
+    let registry = metrics.clone();
     let task = tokio::spawn(async move {
         let _keep = leading_tx;
         vault
-            .run(Metrics::new(), |_| {}, async move {
+            .run(registry, |_| {}, async move {
                 let _ = stopped.wait_for(|s| *s).await;
             })
             .await;
     });
     Running {
         restorer,
+        metrics,
         stop,
         task,
         dir,
@@ -537,6 +541,31 @@ async fn unchanged_status_writes_nothing_and_deletion_keeps_the_history() {
         vault.versions(&key).await.expect("versions").len(),
         2,
         "an unchanged status writes nothing"
+    );
+    let policies: Api<StatusBackupPolicy> = Api::all(env.client());
+    wait_for(
+        "the policy to count both objects",
+        SETTLE_TIMEOUT,
+        || async {
+            let status = policies
+                .get(&policy)
+                .await
+                .map_err(|e| e.to_string())?
+                .status
+                .unwrap_or_default();
+            Ok((status.objects_covered == 2 && status.last_capture.is_some()).then_some(()))
+        },
+    )
+    .await
+    .expect("covered");
+    let text = running.metrics.encode();
+    assert!(
+        text.contains("vigil_status_vault_records_written_total 3"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vigil_status_vault_capture_lag_seconds_count 3"),
+        "{text}"
     );
 
     delete_and_wait(&api, "a").await;

@@ -216,7 +216,7 @@ pub async fn capture_worker(shared: Arc<Shared>) {
                     if let Some(hook) = &shared.on_saved {
                         hook(&record, saved);
                     }
-                    shared.metrics_captured(saved);
+                    shared.metrics_captured(&record, saved);
                     shared.queue.done(&key, &record);
                     break;
                 }

@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{Notify, watch};
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::ResourceKind;
@@ -100,6 +101,11 @@ pub fn covered_kind_permissions(resources: &[String]) -> Vec<(String, Vec<String
     out
 }
 
+/// Buckets of the capture lag histogram, in seconds (target: p99 under 1 s).
+const CAPTURE_LAG_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
+];
+
 /// Capture workers: records of different objects are written this many at a time.
 const WORKERS: usize = 64;
 /// How often policies' status and kinds' resolution are looked at without a change.
@@ -141,6 +147,7 @@ pub struct Shared {
     restore_attempts: Mutex<HashSet<String>>,
     warned: Mutex<HashSet<String>>,
     written: Counter,
+    capture_lag: Histogram,
     changed: Notify,
 }
 
@@ -257,9 +264,14 @@ impl Shared {
         }
     }
 
-    pub(super) fn metrics_captured(&self, saved: Saved) {
+    pub(super) fn metrics_captured(&self, record: &Record, saved: Saved) {
         if matches!(saved, Saved::Written { .. }) {
             self.written.inc();
+            // `time` is when the watch event arrived: this is the lag to a durable record.
+            if let Ok(seen) = record.time.parse::<k8s_openapi::jiff::Timestamp>() {
+                let lag = k8s_openapi::jiff::Timestamp::now().duration_since(seen);
+                self.capture_lag.observe(lag.as_secs_f64().max(0.0));
+            }
         }
     }
 
@@ -319,6 +331,7 @@ impl StatusVault {
             restore_attempts: Mutex::new(HashSet::new()),
             warned: Mutex::new(HashSet::new()),
             written: Counter::default(),
+            capture_lag: Histogram::new(CAPTURE_LAG_BUCKETS),
             changed: Notify::new(),
         });
         Self {
@@ -352,6 +365,11 @@ impl StatusVault {
             "vigil_status_vault_records_written",
             "Status records written to the vault's backends",
             shared.written.clone(),
+        );
+        registry.register(
+            "vigil_status_vault_capture_lag_seconds",
+            "From a status change's watch event to its record being durable in the backend",
+            shared.capture_lag.clone(),
         );
         let pending_gauge = Gauge::<i64>::default();
         registry.register(
