@@ -250,6 +250,11 @@ impl Vault {
         Ok(out)
     }
 
+    /// One stored version of the object (see [`Vault::versions`]); `Corrupt` if unreadable.
+    pub async fn record(&self, key: &ObjectKey, version: u64) -> Result<Record, Error> {
+        self.read_version(key, version).await
+    }
+
     /// The stored version numbers and sizes of the object, oldest first.
     pub async fn versions(&self, key: &ObjectKey) -> Result<Vec<StoredVersion>, Error> {
         self.inner.backend.versions(key).await

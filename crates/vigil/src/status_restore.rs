@@ -300,41 +300,45 @@ async fn restore_one(
 ) -> (OutcomeKind, String) {
     let failed =
         |what: &str, e: &dyn std::fmt::Display| (OutcomeKind::Failed, format!("{what}: {e}"));
-    let history = match vault.history(key).await {
-        Ok(history) => history,
-        Err(e) => return failed("reading the vault", &e),
-    };
-    // The newest readable record gives the status; unreadable newer ones are reported, never
-    // applied. The newest record with a manifest gives the object to re-create.
-    let mut notes = Vec::new();
-    let mut record: Option<&Record> = None;
-    for entry in history.iter().rev() {
-        match entry {
-            Ok(r) => {
-                record = Some(r);
-                break;
-            }
-            Err(e @ VaultError::Corrupt { .. }) => {
-                notes.push(format!("corrupt record skipped ({e})"))
-            }
-            Err(e) => return failed("reading the vault", e),
-        }
-    }
-    let Some(record) = record else {
-        return (
-            OutcomeKind::Skipped,
-            format!("no readable record: {}", notes.join("; ")),
-        );
-    };
-    let manifest = history
-        .iter()
-        .rev()
-        .filter_map(|h| h.as_ref().ok())
-        .find_map(|r| r.object.clone());
     let api = api(client, resource, key);
     let live = match api.get_opt(&key.name).await {
         Ok(live) => live,
         Err(e) => return failed("reading the live object", &e),
+    };
+    let versions = match vault.versions(key).await {
+        Ok(versions) => versions,
+        Err(e) => return failed("reading the vault", &e),
+    };
+    // Newest first: the newest readable record gives the status (unreadable newer ones are
+    // reported, never applied); for a missing object, the newest record with a manifest gives
+    // the object to re-create. Reads stop as soon as both are known.
+    let mut notes = Vec::new();
+    let mut record: Option<Record> = None;
+    let mut manifest: Option<Value> = None;
+    for stored in versions.iter().rev() {
+        match vault.record(key, stored.version).await {
+            Ok(r) => {
+                if manifest.is_none() {
+                    manifest = r.object.clone();
+                }
+                if record.is_none() {
+                    record = Some(r);
+                }
+                if live.is_some() || manifest.is_some() {
+                    break;
+                }
+            }
+            Err(e @ VaultError::Corrupt { .. }) => {
+                notes.push(format!("corrupt record skipped ({e})"))
+            }
+            Err(e) => return failed("reading the vault", &e),
+        }
+    }
+    let Some(record) = record.as_ref() else {
+        return (
+            OutcomeKind::Skipped,
+            format!("no readable record: {}", notes.join("; ")),
+        );
     };
     let decision = decide(
         record,
