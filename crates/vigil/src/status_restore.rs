@@ -63,6 +63,13 @@ pub enum Decision {
     Skip(String),
 }
 
+/// Whether the kind serves `/status` (discovery lists it as `<plural>/status`).
+pub fn has_status_subresource(caps: &ApiCapabilities) -> bool {
+    caps.subresources
+        .iter()
+        .any(|(sub, _)| sub.plural == "status")
+}
+
 /// Whether a status says nothing: absent, null, or only empty objects and lists
 /// (`{"loadBalancer": {}}` is what the API server gives a new Service).
 pub fn is_empty_status(status: Option<&Value>) -> bool {
@@ -221,6 +228,18 @@ pub async fn restore(
             })
             .collect()
     };
+    for wanted in args
+        .status_include_resources
+        .iter()
+        .filter(|n| !n.trim().is_empty())
+    {
+        let (ar, caps) = resolve(&resources, wanted).map_err(anyhow::Error::msg)?;
+        anyhow::ensure!(
+            has_status_subresource(caps),
+            "{} has no status subresource: its status cannot be written back (leave it out of --status-include-resources)",
+            ar.kind
+        );
+    }
     let status_kinds = kinds(&args.status_include_resources)?;
     let included_kinds = kinds(&args.include_resources)?;
     let namespaces: BTreeSet<&str> = args

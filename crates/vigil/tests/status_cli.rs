@@ -527,6 +527,25 @@ async fn a_re_applied_custom_resource_gets_its_status_back() {
             .contains_key(RESTORED_FROM)
     );
 
+    // A kind without a status subresource cannot have its status written back: said up front.
+    let out = vigil(
+        &kubeconfig,
+        &[
+            "status",
+            "restore",
+            "--from",
+            &location,
+            "--status-include-resources",
+            "configmaps",
+        ],
+    )
+    .await;
+    assert!(
+        !out.ok && out.stderr.contains("ConfigMap has no status subresource"),
+        "{}",
+        out.stderr
+    );
+
     let _ = clusters.delete(&name, &DeleteParams::default()).await;
     let _ = std::fs::remove_dir_all(dir);
     env.cleanup().await;
