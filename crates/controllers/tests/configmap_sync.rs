@@ -520,6 +520,28 @@ async fn the_tutorials_example_is_synced_with_trust_all() {
     w.wait_event("configmapsync-sample", "CopiesWritten").await;
     w.assert_no_writes("configmapsync-sample", &[dst], "app-config")
         .await;
+    // The destination gauge (refreshed every 2 s from the statuses) and the write counter.
+    let metrics = running.metrics.clone();
+    let text = wait_for("vigil_configmapsync_destinations", SETTLE_TIMEOUT, || {
+        let text = metrics.encode();
+        async move {
+            if text.contains("vigil_configmapsync_destinations{state=\"Synced\"} 1") {
+                Ok(Some(text))
+            } else {
+                Err(text)
+            }
+        }
+    })
+    .await
+    .expect("destination gauge");
+    assert!(
+        text.contains("vigil_configmapsync_destinations{state=\"Conflict\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vigil_configmapsync_copy_writes_total{verb=\"create\"} 1"),
+        "{text}"
+    );
     w.finish(running).await;
 }
 
