@@ -1172,3 +1172,53 @@ async fn the_api_server_rejects_malformed_policies() {
     }
     env.cleanup().await;
 }
+
+#[tokio::test]
+async fn a_standby_writes_nothing_until_it_leads() {
+    let env = TestEnv::start().await.expect("env");
+    let leader = start(&env).await;
+    // A second replica, standing by, with a vault directory of its own.
+    let standby_dir = leader.dir.with_extension("standby");
+    let _ = std::fs::remove_dir_all(&standby_dir);
+    let (leading_tx, leading) = watch::channel(Leadership::Following);
+    let standby = StatusVault::new(
+        env.client(),
+        Settings {
+            default_location: standby_dir.display().to_string(),
+            default_key_file: None,
+        },
+        leading,
+    );
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(standby.run(Metrics::new(), |_| {}, async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
+
+    // Policies without a backend: each replica writes to its own default directory.
+    let policy = unique(&env, "standby");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    apply_from_git(&env, "s").await;
+    set_status(&api, "s", article_status()).await;
+    let key = key(&env, "s");
+    wait_history(&leader.dir, &key, "the leader's record", |h| h.len() == 1).await;
+    assert!(
+        !standby_dir.exists(),
+        "the standby opened no vault while following"
+    );
+
+    // Leading now: its initial list captures the current status.
+    leading_tx.send(Leadership::Leading).expect("lead");
+    wait_history(&standby_dir, &key, "the new leader's record", |h| {
+        h.last().is_some_and(|r| r.status == article_status())
+    })
+    .await;
+
+    let _ = stop.send(true);
+    let _ = task.await;
+    let _ = std::fs::remove_dir_all(&standby_dir);
+    delete_policy(&env, &policy).await;
+    leader.stop().await;
+    env.cleanup().await;
+}
