@@ -905,6 +905,11 @@ async fn a_load_balancer_service_gets_its_status_back_and_the_convention_annotat
         back.annotations()
             .contains_key("vigil.dev/status-restored-from")
     );
+    assert_eq!(
+        running.restorer.ensure_restored(&back).await,
+        RestoreOutcome::NothingToRestore,
+        "the typed API: a Service with its status back needs nothing"
+    );
 
     // Re-applied from git: the annotation says pending again; the status is there, so Vigil says
     // done at once and restores nothing.
