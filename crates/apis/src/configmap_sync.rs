@@ -67,6 +67,18 @@ pub struct ConfigMapSyncSpec {
     /// reports `Conflict` and is left alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt_existing: Option<bool>,
+    /// What is copied: `ConfigMap` (default) or `Secret` (only when the operator runs with
+    /// `--configmapsync-secrets`, which needs Secret permissions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<SyncedKind>,
+}
+
+/// The kind of object a ConfigMapSync copies.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum SyncedKind {
+    #[default]
+    ConfigMap,
+    Secret,
 }
 
 /// What happens to the copies when the ConfigMapSync is deleted.
@@ -100,6 +112,10 @@ impl ConfigMapSyncSpec {
 
     pub fn adopt_existing(&self) -> bool {
         self.adopt_existing.unwrap_or(false)
+    }
+
+    pub fn kind(&self) -> SyncedKind {
+        self.kind.unwrap_or_default()
     }
 }
 
@@ -253,5 +269,6 @@ spec:
         assert_eq!(cr.spec.deletion_policy(), DeletionPolicy::Delete);
         assert_eq!(cr.spec.source_deleted_policy(), SourceDeletedPolicy::Keep);
         assert!(!cr.spec.adopt_existing());
+        assert_eq!(cr.spec.kind(), SyncedKind::ConfigMap);
     }
 }

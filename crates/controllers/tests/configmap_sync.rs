@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
@@ -126,8 +126,16 @@ impl World {
         self.env.api()
     }
 
-    /// Runs the controller.
+    /// Runs the controller (ConfigMaps only).
     fn controller(&self, trust_all: bool) -> Running {
+        self.controller_with(Settings {
+            trust_all,
+            secrets: false,
+        })
+    }
+
+    /// Runs the controller with these settings.
+    fn controller_with(&self, settings: Settings) -> Running {
         let (leading_tx, leading) = watch::channel(Leadership::Leading);
         let (stop, mut stopped) = watch::channel(false);
         let metrics = Metrics::new();
@@ -135,16 +143,9 @@ impl World {
         let client = self.env.client();
         let task = tokio::spawn(async move {
             let _keep = leading_tx;
-            controller::run(
-                client,
-                Settings { trust_all },
-                leading,
-                metrics,
-                |_| {},
-                async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                },
-            )
+            controller::run(client, settings, leading, metrics, |_| {}, async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
             .await;
         });
         Running {
@@ -1118,4 +1119,82 @@ async fn missing_and_invalid_destinations_are_reported_not_crashed_on() {
         "the source is untouched"
     );
     w.finish(running).await;
+}
+
+/// `kind: Secret`: refused (`SecretsNotEnabled`) while the operator does not copy Secrets; with
+/// `--configmapsync-secrets` the Secret is copied (data and type) and follows its source.
+#[tokio::test]
+async fn secrets_are_copied_only_when_the_operator_enables_them() {
+    let mut w = World::start().await;
+    let src = w.create_ns("src", &[]).await;
+    let dst = w.create_ns("dst", &[]).await;
+    let secrets = |ns: &str| -> Api<Secret> { Api::namespaced(w.env.client(), ns) };
+    let source: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "type": "example.com/token",
+        "data": {"token": "czNjcjN0"},
+    }))
+    .expect("secret");
+    secrets(&src)
+        .create(&PostParams::default(), &source)
+        .await
+        .expect("create secret");
+    let off = w.controller(true);
+    w.create_sync(
+        "s",
+        json!({"sourceNamespace": src, "destinationNamespace": dst, "configMapName": "creds", "kind": "Secret"}),
+    )
+    .await;
+    w.wait_status("s", "SecretsNotEnabled", |s| {
+        is(s, "Degraded", "True", "SecretsNotEnabled")
+    })
+    .await;
+    assert!(
+        secrets(&dst).get_opt("creds").await.expect("get").is_none(),
+        "nothing copied"
+    );
+    off.stop().await;
+
+    let on = w.controller_with(Settings {
+        trust_all: true,
+        secrets: true,
+    });
+    w.wait_status("s", "synced", |s| all_synced(s, 1)).await;
+    let copy = secrets(&dst)
+        .get("creds")
+        .await
+        .expect("the Secret is copied");
+    assert_eq!(copy.type_.as_deref(), Some("example.com/token"));
+    assert_eq!(copy.data, source.data);
+    assert_eq!(
+        copy.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+            .map(String::as_str),
+        Some("vigil")
+    );
+    assert!(
+        w.get_cm(&dst, "creds").await.is_none(),
+        "no ConfigMap is made of it"
+    );
+    secrets(&src)
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"token": "bmV3"}})),
+        )
+        .await
+        .expect("update source");
+    wait_for("the copy to follow the source", SETTLE_TIMEOUT, || async {
+        let copy = secrets(&dst)
+            .get("creds")
+            .await
+            .map_err(|e| e.to_string())?;
+        let token = copy.data.and_then(|d| d.get("token").cloned());
+        Ok((token == Some(ByteString(b"new".to_vec()))).then_some(()))
+    })
+    .await
+    .expect("updated copy");
+    w.finish(on).await;
 }

@@ -35,6 +35,10 @@ pub struct ManifestsArgs {
     /// get/list/watch/patch and patch on its `/status` (no wildcards).
     #[arg(long, value_delimiter = ',')]
     status_vault_resources: Vec<String>,
+    /// ConfigMapSync: also copy Secrets — grants Secret permissions and passes
+    /// `--configmapsync-secrets` to `vigil run`.
+    #[arg(long)]
+    configmapsync_secrets: bool,
     /// Instead of printing, write a Helm chart rendering the same objects into this directory.
     #[arg(long, value_name = "DIR")]
     chart: Option<std::path::PathBuf>,
@@ -60,6 +64,9 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
             }
             configmap_sync::NAME => {
                 permissions.extend_from_slice(configmap_sync::PERMISSIONS);
+                if args.configmapsync_secrets {
+                    permissions.extend_from_slice(configmap_sync::SECRET_PERMISSIONS);
+                }
                 crds.push(serde_json::to_value(ConfigMapSync::crd())?);
             }
             other => anyhow::bail!("unknown controller {other:?}"),
@@ -95,6 +102,12 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
         }));
     }
     let mut deploy = deployment(args, &labels);
+    if args.configmapsync_secrets
+        && let Some(run_args) =
+            deploy["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut()
+    {
+        run_args.push(json!("--configmapsync-secrets"));
+    }
     if args.controllers.iter().any(|c| c == status_vault::NAME) {
         // The root file system is read-only: the default directory backend needs a volume.
         // An emptyDir survives container restarts, not rescheduling — use a PersistentVolume or
@@ -207,6 +220,7 @@ pub fn chart_files(args: &ManifestsArgs) -> anyhow::Result<BTreeMap<String, Stri
         image: IMAGE_MARK.into(),
         controllers: args.controllers.clone(),
         status_vault_resources: args.status_vault_resources.clone(),
+        configmapsync_secrets: args.configmapsync_secrets,
         chart: None,
     };
     let mut files = BTreeMap::new();
@@ -283,6 +297,7 @@ mod tests {
                 status_vault::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
+            configmapsync_secrets: false,
             chart: None,
         }
     }
@@ -351,6 +366,27 @@ mod tests {
     }
 
     #[test]
+    fn configmapsync_secrets_grants_secrets_and_passes_the_flag() {
+        let mut args = default_args();
+        let mentions_secrets = |objects: &[Value]| {
+            objects
+                .iter()
+                .find(|o| o["kind"] == "ClusterRole")
+                .is_some_and(|r| r["rules"].to_string().contains("\"secrets\""))
+        };
+        assert!(!mentions_secrets(&objects(&args).expect("objects")));
+        args.configmapsync_secrets = true;
+        let objects = objects(&args).expect("objects");
+        assert!(mentions_secrets(&objects));
+        let deploy = objects
+            .iter()
+            .find(|o| o["kind"] == "Deployment")
+            .expect("deployment");
+        let run_args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+        assert!(run_args.contains("--configmapsync-secrets"), "{run_args}");
+    }
+
+    #[test]
     fn deployment_is_hardened() {
         let objects = objects(&default_args()).expect("objects");
         let deploy = objects
@@ -390,6 +426,7 @@ mod chart_tests {
                 status_vault::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
+            configmapsync_secrets: false,
             chart: None,
         }
     }

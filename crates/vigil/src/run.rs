@@ -91,6 +91,10 @@ pub struct RunArgs {
     /// create ConfigMapSyncs). See docs/configmap-sync.md.
     #[arg(long, env = "VIGIL_CONFIGMAPSYNC_TRUST_ALL")]
     configmapsync_trust_all: bool,
+    /// ConfigMapSync: also copy Secrets (`kind: Secret`); needs Secret permissions
+    /// (`vigil manifests --configmapsync-secrets` grants them).
+    #[arg(long, env = "VIGIL_CONFIGMAPSYNC_SECRETS")]
+    configmapsync_secrets: bool,
     /// How long in-flight work may take to finish after SIGTERM.
     #[arg(long, default_value = "25s", value_parser = crate::parse_duration)]
     shutdown_timeout: Duration,
@@ -223,6 +227,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             client.clone(),
             ConfigMapSyncSettings {
                 trust_all: args.configmapsync_trust_all,
+                secrets: args.configmapsync_secrets,
             },
             leadership.clone(),
             metrics.clone(),

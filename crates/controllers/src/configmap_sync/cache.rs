@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use futures::{Stream, StreamExt as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::runtime::watcher;
 use kube::{Api, Client, Resource, ResourceExt as _};
 use sha2::{Digest as _, Sha256};
@@ -40,6 +40,27 @@ pub fn content_hash(cm: &ConfigMap) -> String {
         part(b"v", &v.0);
     }
     part(b"i", &[u8::from(cm.immutable.unwrap_or(false))]);
+    hex_digest(hash)
+}
+
+/// The content hash of a Secret: its type, data and immutability (as for ConfigMaps).
+pub fn secret_hash(secret: &Secret) -> String {
+    let mut hash = Sha256::new();
+    let mut part = |tag: &[u8], bytes: &[u8]| {
+        hash.update(tag);
+        hash.update((bytes.len() as u64).to_be_bytes());
+        hash.update(bytes);
+    };
+    part(b"t", secret.type_.as_deref().unwrap_or("Opaque").as_bytes());
+    for (k, v) in secret.data.iter().flatten() {
+        part(b"d", k.as_bytes());
+        part(b"v", &v.0);
+    }
+    part(b"i", &[u8::from(secret.immutable.unwrap_or(false))]);
+    hex_digest(hash)
+}
+
+fn hex_digest(hash: Sha256) -> String {
     let digest = hash.finalize();
     let mut out = String::with_capacity(7 + 64);
     out.push_str("sha256:");
@@ -47,6 +68,16 @@ pub fn content_hash(cm: &ConfigMap) -> String {
         out.push_str(&format!("{byte:02x}"));
     }
     out
+}
+
+/// Bytes of a Secret's keys and values.
+pub fn secret_size(secret: &Secret) -> usize {
+    secret
+        .data
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.0.len())
+        .sum()
 }
 
 /// Bytes of a ConfigMap's keys and values (what the API server's 1 MiB limit counts).
@@ -72,7 +103,24 @@ pub fn slim_config_map(cm: &mut ConfigMap) {
     let size = content_size(cm);
     cm.data = None;
     cm.binary_data = None;
-    let meta = cm.meta_mut();
+    slim_meta(cm.meta_mut(), hash, size);
+}
+
+/// Strips a Secret the same way: its data becomes a hash and a size.
+pub fn slim_secret(secret: &mut Secret) {
+    let hash = secret_hash(secret);
+    let size = secret_size(secret);
+    secret.data = None;
+    secret.string_data = None;
+    slim_meta(secret.meta_mut(), hash, size);
+}
+
+/// Keeps Vigil's annotations only, plus the observed hash and size.
+fn slim_meta(
+    meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    hash: String,
+    size: usize,
+) {
     meta.managed_fields = None;
     meta.owner_references = None;
     let mut kept: BTreeMap<String, String> = meta
@@ -104,9 +152,9 @@ pub fn slim_namespace(ns: &mut Namespace) {
 /// Index keys of a cached ConfigMap: its name (sources and copies share it across namespaces)
 /// and the ConfigMapSync owning it, so a decision reads the few ConfigMaps that concern it
 /// instead of scanning the cluster's.
-pub fn config_map_keys(cm: &ConfigMap) -> Vec<String> {
-    let mut keys = vec![name_key(&cm.name_any())];
-    if let Some(owner) = cm.annotations().get(OWNER_ANNOTATION) {
+pub fn object_keys<K: Resource>(obj: &K) -> Vec<String> {
+    let mut keys = vec![name_key(&obj.name_any())];
+    if let Some(owner) = obj.annotations().get(OWNER_ANNOTATION) {
         keys.push(owner_key(owner));
     }
     keys
@@ -142,6 +190,27 @@ where
     K::DynamicType: Default,
 {
     watcher(Api::<K>::all(client.clone()), watcher::Config::default()).boxed()
+}
+
+/// A cached Secret as the decision's view.
+pub fn secret_view(secret: &Secret) -> ConfigMapView {
+    let meta = &secret.metadata;
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    ConfigMapView {
+        namespace: secret.namespace().unwrap_or_default(),
+        name: secret.name_any(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone(),
+        labels: meta.labels.clone().unwrap_or_default(),
+        owner: annotation(OWNER_ANNOTATION),
+        content_hash: annotation(OBSERVED_HASH).unwrap_or_else(|| secret_hash(secret)),
+        size: annotation(OBSERVED_SIZE)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| secret_size(secret)),
+        immutable: secret.immutable.unwrap_or(false),
+        shareable_with: annotation(SHAREABLE_WITH_ANNOTATION),
+        terminating: meta.deletion_timestamp.is_some(),
+    }
 }
 
 /// A cached ConfigMap as the decision's view.

@@ -118,7 +118,10 @@ mod tests {
         ));
         assert!(!source_consents(&cm("src", Some("teamx")), "team", &strict));
         assert!(source_consents(&cm("src", Some("*")), "team", &strict));
-        let trusting = Settings { trust_all: true };
+        let trusting = Settings {
+            trust_all: true,
+            secrets: false,
+        };
         assert!(source_consents(&cm("src", None), "team", &trusting));
     }
 
@@ -151,7 +154,10 @@ mod tests {
         assert!(namespace_accepts(
             &ns("dst", &[]),
             "team",
-            &Settings { trust_all: true }
+            &Settings {
+                trust_all: true,
+                secrets: false,
+            }
         ));
     }
 

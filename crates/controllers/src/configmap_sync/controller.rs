@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -19,7 +19,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::ConfigMapSync;
-use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState};
+use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::lean_cache;
 use vigil_runtime::index::Index;
@@ -78,6 +78,15 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
     },
 ];
 
+/// What copying Secrets adds (`--configmapsync-secrets`; `vigil manifests
+/// --configmapsync-secrets` grants it): the same verbs on Secrets.
+pub const SECRET_PERMISSIONS: &[crate::permissions::Permission] =
+    &[crate::permissions::Permission {
+        group: "",
+        resources: &["secrets"],
+        verbs: &["get", "list", "watch", "create", "update", "delete"],
+    }];
+
 /// Why a reconcile failed (it is retried with backoff).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -96,6 +105,8 @@ struct Caches {
     config_maps: Store<ConfigMap>,
     /// ConfigMaps by name and by owning ConfigMapSync.
     config_map_index: Index<ConfigMap>,
+    /// Secrets by name and owner, when the operator copies Secrets.
+    secrets: Option<(Store<Secret>, Index<Secret>)>,
     namespaces: Store<Namespace>,
 }
 
@@ -153,9 +164,23 @@ pub async fn run(
         syncs: syncs.clone(),
         sync_index: Index::new(cache::sync_keys),
         config_maps,
-        config_map_index: Index::new(cache::config_map_keys),
+        config_map_index: Index::new(cache::object_keys::<ConfigMap>),
+        secrets: None,
         namespaces,
     };
+    let mut caches = caches;
+    let mut secret_stream = None;
+    if settings.secrets {
+        let (store, writer) = reflector::store();
+        let index = Index::new(cache::object_keys::<Secret>);
+        secret_stream = Some(lean_cache(
+            writer,
+            index.clone(),
+            cache::watch_all::<Secret>(&client),
+            cache::slim_secret,
+        ));
+        caches.secrets = Some((store, index));
+    }
 
     let sync_stream = lean_cache(
         sync_writer,
@@ -201,11 +226,18 @@ pub async fn run(
     // this is the only task waiting on these two; the others wait on `synced`.
     let ready_caches = caches.clone();
     tokio::spawn(async move {
-        let (a, b) = tokio::join!(
+        let secrets = async {
+            match &ready_caches.secrets {
+                Some((store, _)) => store.wait_until_ready().await.is_ok(),
+                None => true,
+            }
+        };
+        let (a, b, c) = tokio::join!(
             ready_caches.config_maps.wait_until_ready(),
-            ready_caches.namespaces.wait_until_ready()
+            ready_caches.namespaces.wait_until_ready(),
+            secrets
         );
-        let ok = a.is_ok() && b.is_ok();
+        let ok = a.is_ok() && b.is_ok() && c;
         let _ = synced_tx.send(ok);
         ready(ok);
     });
@@ -218,11 +250,13 @@ pub async fn run(
     });
 
     let sync_index = caches.sync_index.clone();
-    let for_config_map = move |cm: ConfigMap| syncs_for_config_map(&sync_index, &cm);
+    let for_config_map = move |cm: ConfigMap| syncs_for_object(&sync_index, &cm);
+    let secret_sync_index = caches.sync_index.clone();
+    let for_secret = move |secret: Secret| syncs_for_object(&secret_sync_index, &secret);
     let ns_syncs = caches.syncs.clone();
     let for_namespace = move |ns: Namespace| syncs_for_namespace(&ns_syncs, &ns.name_any());
 
-    Controller::for_stream(sync_stream, syncs)
+    let mut controller = Controller::for_stream(sync_stream, syncs)
         .with_config(
             kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
         )
@@ -230,7 +264,11 @@ pub async fn run(
         // would stall all of them when one errs.
         .trigger_backoff(NoBackoff)
         .watches_stream(config_map_stream, for_config_map)
-        .watches_stream(namespace_stream, for_namespace)
+        .watches_stream(namespace_stream, for_namespace);
+    if let Some(stream) = secret_stream {
+        controller = controller.watches_stream(stream, for_secret);
+    }
+    controller
         .reconcile_all_on(on_leadership)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
@@ -240,9 +278,9 @@ pub async fn run(
 
 /// A ConfigMap concerns the ConfigMapSyncs naming it (as source, or as the name of their copies:
 /// a foreign ConfigMap appearing at a destination), and the one owning it.
-fn syncs_for_config_map(
+fn syncs_for_object<K: kube::Resource>(
     index: &Index<ConfigMapSync>,
-    cm: &ConfigMap,
+    cm: &K,
 ) -> Vec<ObjectRef<ConfigMapSync>> {
     let mut out = index.get(&cache::name_key(&cm.name_any()));
     if let Some((ns, name)) = cm
@@ -400,20 +438,93 @@ async fn with_finalizer(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, E
     }
 }
 
-/// The cached ConfigMaps a decision for `sync` reads: those named like its source, and its
-/// copies (from the index, not a scan).
+/// The cached objects a decision for `sync` reads: those named like its source, and its copies
+/// (from the index, not a scan) — ConfigMaps, or Secrets for `kind: Secret`.
 fn relevant_config_maps(ctx: &Context, sync: &SyncView) -> Vec<super::model::ConfigMapView> {
-    let index = &ctx.caches.config_map_index;
-    let mut refs = index.get(&cache::name_key(&sync.spec.config_map_name));
-    for copy in index.get(&cache::owner_key(&sync.key())) {
-        if !refs.contains(&copy) {
-            refs.push(copy);
+    fn gather<K: Copied>(
+        store: &Store<K>,
+        index: &Index<K>,
+        sync: &SyncView,
+    ) -> Vec<super::model::ConfigMapView> {
+        let mut refs = index.get(&cache::name_key(&sync.spec.config_map_name));
+        for copy in index.get(&cache::owner_key(&sync.key())) {
+            if !refs.contains(&copy) {
+                refs.push(copy);
+            }
+        }
+        refs.iter()
+            .filter_map(|r| store.get(r))
+            .map(|obj| obj.view())
+            .collect()
+    }
+    match (sync.spec.kind(), &ctx.caches.secrets) {
+        (SyncedKind::ConfigMap, _) => {
+            gather(&ctx.caches.config_maps, &ctx.caches.config_map_index, sync)
+        }
+        (SyncedKind::Secret, Some((store, index))) => gather(store, index, sync),
+        // Secrets are not watched: the decision reports it.
+        (SyncedKind::Secret, None) => Vec::new(),
+    }
+}
+
+/// What the controller needs of a kind it copies.
+trait Copied:
+    kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The content hash (as the lean cache computes it).
+    fn hash(&self) -> String;
+    /// Slims a listed object as the lean cache does.
+    fn slim(&mut self);
+    fn view(&self) -> super::model::ConfigMapView;
+    /// An object with this one's content (data, type, immutability) and empty metadata.
+    fn content(&self) -> Self;
+}
+
+impl Copied for ConfigMap {
+    fn hash(&self) -> String {
+        cache::content_hash(self)
+    }
+    fn slim(&mut self) {
+        cache::slim_config_map(self);
+    }
+    fn view(&self) -> super::model::ConfigMapView {
+        cache::config_map_view(self)
+    }
+    fn content(&self) -> Self {
+        ConfigMap {
+            data: self.data.clone(),
+            binary_data: self.binary_data.clone(),
+            immutable: self.immutable,
+            ..ConfigMap::default()
         }
     }
-    refs.iter()
-        .filter_map(|r| ctx.caches.config_maps.get(r))
-        .map(|cm| cache::config_map_view(&cm))
-        .collect()
+}
+
+impl Copied for Secret {
+    fn hash(&self) -> String {
+        cache::secret_hash(self)
+    }
+    fn slim(&mut self) {
+        cache::slim_secret(self);
+    }
+    fn view(&self) -> super::model::ConfigMapView {
+        cache::secret_view(self)
+    }
+    fn content(&self) -> Self {
+        Secret {
+            data: self.data.clone(),
+            type_: self.type_.clone(),
+            immutable: self.immutable,
+            ..Secret::default()
+        }
+    }
 }
 
 async fn apply_sync(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
@@ -461,7 +572,7 @@ async fn apply_sync(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error
 }
 
 /// The copy of `source` for a destination.
-fn copy_of(sync: &ConfigMapSync, source: &ConfigMap, write: &CopyWrite) -> ConfigMap {
+fn copy_of<K: Copied>(sync: &ConfigMapSync, source: &K, write: &CopyWrite) -> K {
     let mut labels = match &write.kind {
         WriteKind::Update { labels, .. } => labels.clone(),
         _ => BTreeMap::new(),
@@ -482,26 +593,19 @@ fn copy_of(sync: &ConfigMapSync, source: &ConfigMap, write: &CopyWrite) -> Confi
                 sync.spec.source_namespace, sync.spec.config_map_name
             ),
         ),
-        (
-            CONTENT_HASH_ANNOTATION.to_owned(),
-            cache::content_hash(source),
-        ),
+        (CONTENT_HASH_ANNOTATION.to_owned(), source.hash()),
     ]);
-    let mut copy = ConfigMap {
-        data: source.data.clone(),
-        binary_data: source.binary_data.clone(),
-        immutable: source.immutable,
-        ..ConfigMap::default()
-    };
-    copy.metadata.name = Some(sync.spec.config_map_name.clone());
-    copy.metadata.namespace = Some(write.namespace.clone());
-    copy.metadata.labels = Some(labels);
-    copy.metadata.annotations = Some(annotations);
+    let mut copy = source.content();
+    let meta = copy.meta_mut();
+    meta.name = Some(sync.spec.config_map_name.clone());
+    meta.namespace = Some(write.namespace.clone());
+    meta.labels = Some(labels);
+    meta.annotations = Some(annotations);
     if let WriteKind::Update {
         resource_version, ..
     } = &write.kind
     {
-        copy.metadata.resource_version = resource_version.clone();
+        meta.resource_version = resource_version.clone();
     }
     copy
 }
@@ -541,8 +645,8 @@ fn outcome<T>(result: Result<T, kube::Error>) -> Outcome {
     }
 }
 
-async fn write_copy(ctx: &Context, copy: ConfigMap, write: &CopyWrite) -> Outcome {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &write.namespace);
+async fn write_copy<K: Copied>(ctx: &Context, copy: K, write: &CopyWrite) -> Outcome {
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &write.namespace);
     let name = copy.name_any();
     match &write.kind {
         WriteKind::Create => {
@@ -575,8 +679,15 @@ async fn write_copy(ctx: &Context, copy: ConfigMap, write: &CopyWrite) -> Outcom
     }
 }
 
-async fn delete_copy(ctx: &Context, target: &CopyRef) -> Result<(), kube::Error> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &target.namespace);
+async fn delete_copy(ctx: &Context, kind: SyncedKind, target: &CopyRef) -> Result<(), kube::Error> {
+    match kind {
+        SyncedKind::ConfigMap => delete_object::<ConfigMap>(ctx, target).await,
+        SyncedKind::Secret => delete_object::<Secret>(ctx, target).await,
+    }
+}
+
+async fn delete_object<K: Copied>(ctx: &Context, target: &CopyRef) -> Result<(), kube::Error> {
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &target.namespace);
     ctx.writes
         .get_or_create(&VerbLabel { verb: "delete" })
         .inc();
@@ -588,32 +699,48 @@ async fn delete_copy(ctx: &Context, target: &CopyRef) -> Result<(), kube::Error>
     }
 }
 
+/// Reads the source once and writes every planned copy (up to [`WRITE_CONCURRENCY`] at once);
+/// `None` if the source is gone.
+async fn write_all<K: Copied>(
+    sync: &ConfigMapSync,
+    ctx: &Context,
+    writes: &[CopyWrite],
+) -> Result<Option<Vec<(String, Outcome)>>, kube::Error> {
+    let sources: Api<K> = Api::namespaced(ctx.client.clone(), &sync.spec.source_namespace);
+    let Some(source) = sources.get_opt(&sync.spec.config_map_name).await? else {
+        return Ok(None);
+    };
+    // Collected first: a lazily mapped stream of borrowing futures trips the compiler's `Send`
+    // inference for the controller's future.
+    let futures: Vec<_> = writes
+        .iter()
+        .map(|w| {
+            let copy = copy_of(sync, &source, w);
+            async move { (w.namespace.clone(), write_copy(ctx, copy, w).await) }
+        })
+        .collect();
+    Ok(Some(
+        futures::stream::iter(futures)
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await,
+    ))
+}
+
 /// Writes what the plan asks for, the status only when it changed, and the plan's Events.
 async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Action, Error> {
     let mut failed: BTreeMap<String, String> = BTreeMap::new();
     let mut written = 0;
     if !plan.writes.is_empty() {
         // The cache holds hashes only: read the source's content once for every copy.
-        let sources: Api<ConfigMap> =
-            Api::namespaced(ctx.client.clone(), &sync.spec.source_namespace);
-        let Some(source) = sources.get_opt(&sync.spec.config_map_name).await? else {
+        let outcomes = match sync.spec.kind() {
+            SyncedKind::ConfigMap => write_all::<ConfigMap>(sync, ctx, &plan.writes).await?,
+            SyncedKind::Secret => write_all::<Secret>(sync, ctx, &plan.writes).await?,
+        };
+        let Some(outcomes) = outcomes else {
             // Deleted since the cache saw it: its deletion event brings a new pass.
             return Ok(Action::await_change());
         };
-        // Collected first: a lazily mapped stream of borrowing futures trips the compiler's
-        // `Send` inference for the controller's future.
-        let writes: Vec<_> = plan
-            .writes
-            .iter()
-            .map(|w| {
-                let copy = copy_of(sync, &source, w);
-                async move { (w.namespace.clone(), write_copy(ctx, copy, w).await) }
-            })
-            .collect();
-        let outcomes: Vec<(String, Outcome)> = futures::stream::iter(writes)
-            .buffer_unordered(WRITE_CONCURRENCY)
-            .collect()
-            .await;
         for (ns, outcome) in outcomes {
             match outcome {
                 Outcome::Done => written += 1,
@@ -624,7 +751,12 @@ async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Ac
             }
         }
     }
-    let deletions: Vec<_> = plan.deletes.iter().map(|d| delete_copy(ctx, d)).collect();
+    let kind = sync.spec.kind();
+    let deletions: Vec<_> = plan
+        .deletes
+        .iter()
+        .map(|d| delete_copy(ctx, kind, d))
+        .collect();
     let deletions: Vec<_> = futures::stream::iter(deletions)
         .buffer_unordered(WRITE_CONCURRENCY)
         .collect()
@@ -745,18 +877,14 @@ async fn cleanup(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
     let this = view(sync);
     let mut config_maps = relevant_config_maps(ctx, &this);
     if this.spec.deletion_policy() == vigil_apis::configmap_sync::DeletionPolicy::Delete {
-        let all: Api<ConfigMap> = Api::all(ctx.client.clone());
-        let params = ListParams::default()
-            .labels(&format!("{COPY_LABEL}=true"))
-            .fields(&format!("metadata.name={}", this.spec.config_map_name));
+        let listed = match (this.spec.kind(), &ctx.caches.secrets) {
+            (SyncedKind::ConfigMap, _) => list_copies::<ConfigMap>(ctx, &this).await?,
+            (SyncedKind::Secret, Some(_)) => list_copies::<Secret>(ctx, &this).await?,
+            // Secrets not enabled: no permission to list them; none were written by this run.
+            (SyncedKind::Secret, None) => Vec::new(),
+        };
         let known: HashSet<String> = config_maps.iter().map(|c| c.uid.clone()).collect();
-        for mut cm in all.list(&params).await?.items {
-            cache::slim_config_map(&mut cm);
-            let view = cache::config_map_view(&cm);
-            if !known.contains(&view.uid) {
-                config_maps.push(view);
-            }
-        }
+        config_maps.extend(listed.into_iter().filter(|v| !known.contains(&v.uid)));
     }
     let namespaces = BTreeMap::new();
     let live = BTreeSet::new();
@@ -770,10 +898,31 @@ async fn cleanup(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
         settings: &ctx.settings,
     });
     for target in &deletes {
-        delete_copy(ctx, target).await?;
+        delete_copy(ctx, this.spec.kind(), target).await?;
     }
     ctx.backoffs.forget(&ObjectRef::from_obj(sync));
     Ok(Action::await_change())
+}
+
+/// Copies of this name in any namespace, asked of the API (not the cache).
+async fn list_copies<K: Copied>(
+    ctx: &Context,
+    sync: &SyncView,
+) -> Result<Vec<super::model::ConfigMapView>, kube::Error> {
+    let all: Api<K> = Api::all(ctx.client.clone());
+    let params = ListParams::default()
+        .labels(&format!("{COPY_LABEL}=true"))
+        .fields(&format!("metadata.name={}", sync.spec.config_map_name));
+    Ok(all
+        .list(&params)
+        .await?
+        .items
+        .into_iter()
+        .map(|mut obj| {
+            obj.slim();
+            obj.view()
+        })
+        .collect())
 }
 
 /// Failures retry with per-ConfigMapSync exponential backoff; one that keeps failing is

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::core::{Selector, SelectorExt as _};
 use vigil_apis::configmap_sync::{
     ConfigMapSyncSpec, ConfigMapSyncStatus, DestinationState, DestinationStatus,
-    SourceDeletedPolicy,
+    SourceDeletedPolicy, SyncedKind,
 };
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
@@ -35,6 +35,7 @@ pub const REASON_NAMESPACE_NOT_FOUND: &str = "NamespaceNotFound";
 pub const REASON_INVALID_DESTINATION: &str = "InvalidDestination";
 pub const REASON_INVALID_SELECTOR: &str = "InvalidSelector";
 pub const REASON_SYNC_FAILED: &str = "SyncFailed";
+pub const REASON_SECRETS_NOT_ENABLED: &str = "SecretsNotEnabled";
 /// Event reasons.
 pub const REASON_COPIES_WRITTEN: &str = "CopiesWritten";
 pub const REASON_COPIES_DELETED: &str = "CopiesDeleted";
@@ -76,6 +77,8 @@ enum Source<'a> {
     /// Foreign and not consenting (or not there: the two read alike).
     NotPermitted,
     TooLarge(usize),
+    /// A Secret, and the operator does not copy Secrets.
+    Disabled,
 }
 
 /// A list of names, cut after [`MESSAGE_LIST_LIMIT`].
@@ -107,6 +110,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
 
     let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
     let source = match inputs.source {
+        _ if spec.kind() == SyncedKind::Secret && !settings.secrets => Source::Disabled,
         Some(s) if !consent::source_consents(s, &sync.namespace, settings) => Source::NotPermitted,
         None if spec.source_namespace != sync.namespace && !settings.trust_all => {
             Source::NotPermitted
@@ -257,6 +261,10 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
                     entry.state = DestinationState::Stale;
                     entry.error = Some("the source is over 1 MiB".into());
                 }
+                Source::Disabled => {
+                    entry.state = DestinationState::Stale;
+                    entry.error = Some("this operator does not copy Secrets".into());
+                }
             }
         }
         entries.push(entry);
@@ -301,6 +309,11 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
                 },
                 spec.source_deleted_policy()
             ),
+        )),
+        Source::Disabled => problems.push((
+            REASON_SECRETS_NOT_ENABLED,
+            "copying Secrets is not enabled in this operator (vigil run --configmapsync-secrets)"
+                .to_owned(),
         )),
         Source::TooLarge(size) => problems.push((
             REASON_SOURCE_TOO_LARGE,
@@ -534,6 +547,7 @@ mod tests {
             deletion_policy: None,
             source_deleted_policy: None,
             adopt_existing: None,
+            kind: None,
         }
     }
 
@@ -583,7 +597,10 @@ mod tests {
                 .collect(),
             config_maps: vec![],
             live: BTreeSet::from(["team/sync".to_owned()]),
-            settings: Settings { trust_all: true },
+            settings: Settings {
+                trust_all: true,
+                secrets: false,
+            },
         }
     }
 
@@ -864,6 +881,17 @@ mod tests {
         // Reported once: the same problem again records no new Event.
         w.sync.status = Some(plan.status.clone());
         assert!(run(&w).events.is_empty());
+    }
+
+    #[test]
+    fn secrets_are_copied_only_when_enabled() {
+        let mut w = world();
+        w.sync.spec.kind = Some(SyncedKind::Secret);
+        let plan = run(&w);
+        assert!(plan.writes.is_empty());
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_SECRETS_NOT_ENABLED);
+        w.settings.secrets = true;
+        assert_eq!(run(&w).writes.len(), 1);
     }
 
     #[test]

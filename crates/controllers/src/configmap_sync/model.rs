@@ -37,9 +37,12 @@ pub const MAX_SOURCE_BYTES: usize = 1024 * 1024;
 pub struct Settings {
     /// `--configmapsync-trust-all`: every ConfigMapSync author is trusted, no consent needed.
     pub trust_all: bool,
+    /// `--configmapsync-secrets`: ConfigMapSyncs of `kind: Secret` copy Secrets (the operator
+    /// then watches Secrets and needs their permissions).
+    pub secrets: bool,
 }
 
-/// A ConfigMap as the lean cache keeps it.
+/// A ConfigMap (or, for `kind: Secret`, a Secret) as the lean cache keeps it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigMapView {
     pub namespace: String,
