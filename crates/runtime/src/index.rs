@@ -33,6 +33,9 @@ impl<K> Clone for Index<K> {
     }
 }
 
+/// An object's id and its keys.
+type Entry = (Box<str>, Vec<Box<str>>);
+
 #[derive(Default)]
 struct State {
     /// key → objects ("namespace/name", or "name" when cluster-scoped).
@@ -40,7 +43,7 @@ struct State {
     /// object → its keys, to unfile it when it changes or goes.
     keys: HashMap<Box<str>, Vec<Box<str>>>,
     /// Objects of a relist in progress, with their keys.
-    relist: Option<Vec<(Box<str>, Vec<Box<str>>)>>,
+    relist: Option<Vec<Entry>>,
 }
 
 impl State {
@@ -92,7 +95,7 @@ where
         }
     }
 
-    fn entry(&self, obj: &K) -> (Box<str>, Vec<Box<str>>) {
+    fn entry(&self, obj: &K) -> Entry {
         let meta = obj.meta();
         let id = id_of(
             meta.namespace.as_deref(),

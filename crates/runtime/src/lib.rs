@@ -10,11 +10,13 @@
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
 //! | [`queue`] | work-queue metrics (adds, depth, wait) for a kube-runtime `Controller` |
 //! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
+//! | [`compact`] | a cache of compact per-object entries, for the kinds a cluster has by the ten thousand |
 //! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
 //! | [`namespaces`] | one watch per namespace, merged for one reflector |
 
 pub mod backoff;
 pub mod cache;
+pub mod compact;
 pub mod conditions;
 pub mod health;
 pub mod index;

@@ -20,13 +20,58 @@ use super::model::{
     TEMPLATE_HASH_ANNOTATION,
 };
 
-/// A pod as cached: metadata, readiness and IP.
+/// Labels (or a selector) as a cached object keeps them: a sorted boxed slice. A `BTreeMap`
+/// allocates a node with room for eleven entries even for one label, which made label maps the
+/// largest part of a cached pod.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Labels(Box<[(Box<str>, Box<str>)]>);
+
+impl Labels {
+    pub fn from_map(map: Option<BTreeMap<String, String>>) -> Self {
+        Self(
+            map.into_iter()
+                .flatten()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+        )
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.0[i].1)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.0.iter().map(|(k, v)| (&**k, &**v))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether every pair of `selector` is among these labels.
+    pub fn selected_by<'a>(&self, mut selector: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+        selector.all(|(k, v)| self.get(k) == Some(v))
+    }
+
+    pub fn to_map(&self) -> BTreeMap<String, String> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+}
+
+/// A pod as cached: metadata (its labels moved to `labels`), readiness and IP.
 #[derive(Resource, Clone, Debug, Default, Deserialize)]
 #[resource(inherit = Pod)]
 pub struct CachedPod {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<CachedPodStatus>,
+    #[serde(skip)]
+    pub labels: Labels,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -45,13 +90,18 @@ pub struct CachedCondition {
     pub status: String,
 }
 
-/// A Service as cached: metadata, selector, type and ports.
+/// A Service as cached: metadata, selector, type and ports (labels and selector moved to
+/// compact [`Labels`]).
 #[derive(Resource, Clone, Debug, Default, Deserialize)]
 #[resource(inherit = Service)]
 pub struct CachedService {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub spec: Option<CachedServiceSpec>,
+    #[serde(skip)]
+    pub labels: Labels,
+    #[serde(skip)]
+    pub selector: Labels,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -64,13 +114,17 @@ pub struct CachedServiceSpec {
     pub ports: Option<Vec<ServicePort>>,
 }
 
-/// An EndpointSlice as cached: metadata, and each endpoint's readiness and pod name.
+/// An EndpointSlice as cached: metadata (its labels reduced to the Service it belongs to), and
+/// each endpoint's readiness and pod name.
 #[derive(Resource, Clone, Debug, Default, Deserialize)]
 #[resource(inherit = EndpointSlice)]
 pub struct CachedSlice {
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub endpoints: Option<Vec<CachedEndpoint>>,
+    /// The `kubernetes.io/service-name` label.
+    #[serde(skip)]
+    pub service: Option<Box<str>>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -121,17 +175,11 @@ pub fn service_label_key(key: &str, value: &str) -> String {
 /// (to find the Services a CriticalService's `matchLabels` may cover).
 pub fn service_keys(service: &CachedService) -> Vec<String> {
     let ns = service.namespace().unwrap_or_default();
-    let selector = service.spec.as_ref().and_then(|s| s.selector.as_ref());
-    selector
-        .into_iter()
-        .flatten()
+    service
+        .selector
+        .iter()
         .map(|(k, v)| selector_key(&ns, k, v))
-        .chain(
-            service
-                .labels()
-                .iter()
-                .map(|(k, v)| service_label_key(k, v)),
-        )
+        .chain(service.labels.iter().map(|(k, v)| service_label_key(k, v)))
         .collect()
 }
 
@@ -148,15 +196,11 @@ pub fn fallback_key(critical_service: &str) -> String {
 /// Pods filed by label, and fallback pods by their CriticalService.
 pub fn pod_keys(pod: &CachedPod) -> Vec<String> {
     let ns = pod.namespace().unwrap_or_default();
-    let labels = pod.labels();
+    let labels = &pod.labels;
     labels
         .iter()
         .map(|(k, v)| pod_label_key(&ns, k, v))
-        .chain(
-            labels
-                .get(CRITICAL_SERVICE_LABEL)
-                .map(|cr| fallback_key(cr)),
-        )
+        .chain(labels.get(CRITICAL_SERVICE_LABEL).map(fallback_key))
         .collect()
 }
 
@@ -169,8 +213,8 @@ pub fn slice_key(namespace: &str, service: &str) -> String {
 pub fn slice_keys(slice: &CachedSlice) -> Vec<String> {
     let ns = slice.namespace().unwrap_or_default();
     slice
-        .labels()
-        .get(SERVICE_NAME_LABEL)
+        .service
+        .as_deref()
         .map(|service| slice_key(&ns, service))
         .into_iter()
         .collect()
@@ -220,6 +264,7 @@ fn slim_meta(meta: &mut ObjectMeta, keep_annotations: &[&str]) {
 /// Strips a pod to what the decision reads: labels, two annotations, owners, readiness,
 /// deletion mark and IP.
 pub fn slim_pod(pod: &mut CachedPod) {
+    pod.labels = Labels::from_map(pod.metadata.labels.take());
     slim_meta(
         &mut pod.metadata,
         &[OWNED_ANNOTATION, TEMPLATE_HASH_ANNOTATION],
@@ -231,11 +276,21 @@ pub fn slim_pod(pod: &mut CachedPod) {
 
 /// Strips a Service's bookkeeping.
 pub fn slim_service(service: &mut CachedService) {
+    service.labels = Labels::from_map(service.metadata.labels.take());
+    if let Some(spec) = service.spec.as_mut() {
+        service.selector = Labels::from_map(spec.selector.take());
+    }
     slim_meta(&mut service.metadata, &[]);
 }
 
 /// Strips an EndpointSlice's bookkeeping.
 pub fn slim_slice(slice: &mut CachedSlice) {
+    slice.service = slice
+        .metadata
+        .labels
+        .take()
+        .and_then(|mut l| l.remove(SERVICE_NAME_LABEL))
+        .map(String::into_boxed_str);
     slim_meta(&mut slice.metadata, &[]);
 }
 
@@ -249,22 +304,39 @@ pub fn slim_template(template: &mut PodTemplate) {
     template.meta_mut().managed_fields = None;
 }
 
-/// A cached pod as the decision's view.
-pub fn pod_view(pod: &CachedPod) -> PodView {
+/// What the cache keeps of a pod: what the decision reads, compactly (see
+/// `vigil_runtime::compact`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodEntry {
+    pub uid: Box<str>,
+    pub labels: Labels,
+    pub owned_annotation: Option<Box<str>>,
+    pub template_hash: Option<Box<str>>,
+    pub owner_uids: Box<[Box<str>]>,
+    pub ready: bool,
+    pub terminating: bool,
+    pub ip: Option<Box<str>>,
+}
+
+/// The entry kept for a (slimmed) pod.
+pub fn pod_entry(pod: &CachedPod) -> PodEntry {
     let meta = &pod.metadata;
-    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
-    PodView {
-        namespace: pod.namespace().unwrap_or_default(),
-        name: pod.name_any(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        labels: meta.labels.clone().unwrap_or_default(),
+    let annotation = |key: &str| {
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .map(|v| v.as_str().into())
+    };
+    PodEntry {
+        uid: meta.uid.as_deref().unwrap_or_default().into(),
+        labels: pod.labels.clone(),
         owned_annotation: annotation(OWNED_ANNOTATION),
         template_hash: annotation(TEMPLATE_HASH_ANNOTATION),
         owner_uids: meta
             .owner_references
             .iter()
             .flatten()
-            .map(|o| o.uid.clone())
+            .map(|o| o.uid.as_str().into())
             .collect(),
         ready: pod
             .status
@@ -274,7 +346,27 @@ pub fn pod_view(pod: &CachedPod) -> PodView {
             .flatten()
             .any(|c| c.type_ == "Ready" && c.status == "True"),
         terminating: meta.deletion_timestamp.is_some(),
-        ip: pod.status.as_ref().and_then(|s| s.pod_ip.clone()),
+        ip: pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.as_deref())
+            .map(Into::into),
+    }
+}
+
+/// A cached pod as the decision's view.
+pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
+    PodView {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: pod.uid.to_string(),
+        labels: pod.labels.to_map(),
+        owned_annotation: pod.owned_annotation.as_deref().map(str::to_owned),
+        template_hash: pod.template_hash.as_deref().map(str::to_owned),
+        owner_uids: pod.owner_uids.iter().map(|u| u.to_string()).collect(),
+        ready: pod.ready,
+        terminating: pod.terminating,
+        ip: pod.ip.as_deref().map(str::to_owned),
     }
 }
 
@@ -285,8 +377,8 @@ pub fn service_view(service: &CachedService) -> ServiceView {
         namespace: service.namespace().unwrap_or_default(),
         name: service.name_any(),
         uid: service.metadata.uid.clone().unwrap_or_default(),
-        labels: service.metadata.labels.clone().unwrap_or_default(),
-        selector: spec.selector.unwrap_or_default(),
+        labels: service.labels.to_map(),
+        selector: service.selector.to_map(),
         external_name: spec.type_.as_deref() == Some("ExternalName"),
         ports: spec
             .ports
@@ -308,11 +400,11 @@ pub fn slice_views<'a>(
 ) -> BTreeMap<(String, String), SliceView> {
     let mut out: BTreeMap<(String, String), SliceView> = BTreeMap::new();
     for slice in slices {
-        let Some(service) = slice.labels().get(SERVICE_NAME_LABEL) else {
+        let Some(service) = slice.service.as_deref() else {
             continue;
         };
         let view = out
-            .entry((slice.namespace().unwrap_or_default(), service.clone()))
+            .entry((slice.namespace().unwrap_or_default(), service.to_owned()))
             .or_default();
         view.ready_pods.extend(slice.ready_pods().cloned());
     }
@@ -325,7 +417,7 @@ mod tests {
 
     #[test]
     fn cached_kinds_read_only_what_they_keep_from_api_objects() {
-        let pod: CachedPod = serde_json::from_value(serde_json::json!({
+        let mut pod: CachedPod = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
                 "annotations": {"service-watcher": "owned", "big": "x"},
@@ -335,9 +427,8 @@ mod tests {
                 {"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]},
         }))
         .expect("a pod");
-        let mut pod = pod;
         slim_pod(&mut pod);
-        let view = pod_view(&pod);
+        let view = pod_view("ns", "p", &pod_entry(&pod));
         assert!(view.ready);
         assert_eq!(view.ip.as_deref(), Some("10.0.0.1"));
         assert_eq!(view.owned_annotation.as_deref(), Some("owned"));
@@ -349,7 +440,7 @@ mod tests {
             "lists and watches the real resource"
         );
 
-        let slice: CachedSlice = serde_json::from_value(serde_json::json!({
+        let mut slice: CachedSlice = serde_json::from_value(serde_json::json!({
             "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice", "addressType": "IPv4",
             "metadata": {"name": "web-x", "namespace": "ns", "labels": {SERVICE_NAME_LABEL: "web"}},
             "endpoints": [
@@ -358,19 +449,23 @@ mod tests {
             ],
         }))
         .expect("a slice");
+        slim_slice(&mut slice);
         let views = slice_views(std::iter::once(&slice));
         let ready = &views[&("ns".to_owned(), "web".to_owned())].ready_pods;
         assert_eq!(ready.iter().collect::<Vec<_>>(), ["a"]);
         assert_eq!(CachedSlice::group(&()), "discovery.k8s.io");
 
-        let service: CachedService = serde_json::from_value(serde_json::json!({
+        let mut service: CachedService = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Service",
             "metadata": {"name": "web", "namespace": "ns"},
             "spec": {"selector": {"app": "web"}, "type": "ClusterIP",
                 "ports": [{"port": 80, "targetPort": "http"}], "clusterIP": "10.96.0.1"},
         }))
         .expect("a service");
+        slim_service(&mut service);
         let view = service_view(&service);
+        assert_eq!(service.selector.get("app"), Some("web"));
+        assert!(service.metadata.labels.is_none());
         assert_eq!(view.selector.get("app").map(String::as_str), Some("web"));
         assert_eq!(view.ports[0].protocol, "TCP");
     }

@@ -20,12 +20,13 @@ use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_in};
+use vigil_runtime::compact::{self, CompactStore, compact_cache};
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 use vigil_runtime::queue::QueueTracker;
 
-use super::cache::{self, CachedPod, CachedService, CachedSlice, SERVICE_NAME_LABEL};
+use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry};
 use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
 use super::lame;
@@ -93,7 +94,8 @@ pub enum Error {
 struct Caches {
     crs: Store<CriticalService>,
     services: Store<CachedService>,
-    pods: Store<CachedPod>,
+    /// Pods are most of a cluster: kept as compact entries, not objects.
+    pods: CompactStore<PodEntry>,
     slices: Store<CachedSlice>,
     templates: Store<PodTemplate>,
     cr_index: Index<CriticalService>,
@@ -139,7 +141,7 @@ pub async fn run(
     );
     let (crs, cr_writer) = reflector::store();
     let (services, service_writer) = reflector::store();
-    let (pods, pod_writer) = reflector::store();
+    let pods = CompactStore::default();
     let (slices, slice_writer) = reflector::store();
     let (templates, template_writer) = reflector::store();
     let caches = Caches {
@@ -173,11 +175,12 @@ pub async fn run(
         watch_in::<CachedService>(&client, namespaces.as_ref()),
         cache::slim_service,
     );
-    let pod_stream = lean_cache(
-        pod_writer,
+    let pod_stream = compact_cache(
+        caches.pods.clone(),
         caches.pod_index.clone(),
         watch_in::<CachedPod>(&client, namespaces.as_ref()),
         cache::slim_pod,
+        cache::pod_entry,
     );
     let slice_stream = lean_cache(
         slice_writer,
@@ -228,13 +231,13 @@ pub async fn run(
     // only once that one synced), so this task waits on the four others only.
     let ready_caches = caches.clone();
     tokio::spawn(async move {
-        let (a, b, c, d) = tokio::join!(
+        let (a, (), c, d) = tokio::join!(
             ready_caches.services.wait_until_ready(),
             ready_caches.pods.wait_until_ready(),
             ready_caches.slices.wait_until_ready(),
             ready_caches.templates.wait_until_ready()
         );
-        let ok = a.is_ok() && b.is_ok() && c.is_ok() && d.is_ok();
+        let ok = a.is_ok() && c.is_ok() && d.is_ok();
         let _ = synced_tx.send(ok);
         ready(ok);
     });
@@ -332,7 +335,7 @@ fn crs_covering(
 fn services_selecting(
     caches: &Caches,
     namespace: &str,
-    labels: &BTreeMap<String, String>,
+    labels: &Labels,
 ) -> Vec<Arc<CachedService>> {
     let refs: HashSet<ObjectRef<CachedService>> = labels
         .iter()
@@ -344,17 +347,8 @@ fn services_selecting(
         .collect();
     refs.into_iter()
         .filter_map(|r| caches.services.get(&r))
-        .filter(|svc| {
-            svc.spec
-                .as_ref()
-                .and_then(|s| s.selector.as_ref())
-                .is_some_and(|sel| !sel.is_empty() && selects(sel, labels))
-        })
+        .filter(|svc| !svc.selector.is_empty() && labels.selected_by(svc.selector.iter()))
         .collect()
-}
-
-fn selects(selector: &BTreeMap<String, String>, labels: &BTreeMap<String, String>) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 /// A pod concerns the CriticalServices covering the Services that select it, and the one whose
@@ -365,7 +359,7 @@ fn crs_for_pod(
     pod: &CachedPod,
 ) -> Vec<ObjectRef<CriticalService>> {
     let ns = pod.namespace().unwrap_or_default();
-    let labels = pod.labels();
+    let labels = &pod.labels;
     let mut out: HashSet<ObjectRef<CriticalService>> = HashSet::new();
     if let Some(owner) = labels.get(CRITICAL_SERVICE_LABEL) {
         out.insert(ObjectRef::new(owner));
@@ -381,7 +375,7 @@ fn crs_for_slice(
     settings: &Settings,
     slice: &CachedSlice,
 ) -> Vec<ObjectRef<CriticalService>> {
-    let Some(name) = slice.labels().get(SERVICE_NAME_LABEL) else {
+    let Some(name) = slice.service.as_deref() else {
         return Vec::new();
     };
     let ns = slice.namespace().unwrap_or_default();
@@ -497,7 +491,7 @@ async fn report_lame_services(
             .state()
             .iter()
             .filter(|s| s.ready_pods().next().is_some())
-            .filter_map(|s| Some((s.namespace()?, s.labels().get(SERVICE_NAME_LABEL)?.clone())))
+            .filter_map(|s| Some((s.namespace()?, s.service.as_deref()?.to_owned())))
             .collect();
         let services: Vec<_> = caches
             .services
@@ -517,8 +511,8 @@ async fn report_lame_services(
         }
         let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()).filter(
             |s| {
-                s.labels().get(SERVICE_NAME_LABEL).is_some_and(|svc| {
-                    !answering.contains(&(s.namespace().unwrap_or_default(), svc.clone()))
+                s.service.as_deref().is_some_and(|svc| {
+                    !answering.contains(&(s.namespace().unwrap_or_default(), svc.to_owned()))
                 })
             },
         ));
@@ -634,11 +628,15 @@ struct Observed {
 /// decision sees exactly what a whole-cache view would show it for this CriticalService.
 fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observed {
     let name = cr.name_any();
-    let own_pods: Vec<Arc<CachedPod>> = caches
+    let pod = |namespace: &str, name: &str| {
+        let entry = caches.pods.get(&compact::key(Some(namespace), name))?;
+        Some(((namespace.to_owned(), name.to_owned()), entry))
+    };
+    let own_pods: Vec<((String, String), Arc<PodEntry>)> = caches
         .pod_index
         .get(&cache::fallback_key(&name))
         .iter()
-        .filter_map(|r| caches.pods.get(r))
+        .filter_map(|r| pod(r.namespace.as_deref().unwrap_or_default(), &r.name))
         .collect();
 
     let mut service_refs: HashSet<ObjectRef<CachedService>> = HashSet::new();
@@ -652,9 +650,9 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
     for listed in cr.status.iter().flat_map(|s| s.services.iter()) {
         service_refs.insert(ObjectRef::new(&listed.name).within(&listed.namespace));
     }
-    for pod in &own_pods {
-        if let (Some(service), Some(ns)) = (pod.labels().get(SERVICE_LABEL), pod.namespace()) {
-            service_refs.insert(ObjectRef::new(service).within(&ns));
+    for ((ns, _), pod) in &own_pods {
+        if let Some(service) = pod.labels.get(SERVICE_LABEL) {
+            service_refs.insert(ObjectRef::new(service).within(ns));
         }
     }
     let mut services: Vec<ServiceView> = service_refs
@@ -664,26 +662,27 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
         .collect();
     services.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
 
-    let mut pods: BTreeMap<(String, String), Arc<CachedPod>> = own_pods
-        .into_iter()
-        .map(|p| ((p.namespace().unwrap_or_default(), p.name_any()), p))
-        .collect();
+    let mut pods: BTreeMap<(String, String), Arc<PodEntry>> = own_pods.into_iter().collect();
     let mut slices = Vec::new();
     let mut crs: BTreeMap<String, CriticalServiceView> = BTreeMap::new();
     for service in &services {
         let ns = &service.namespace;
         if let Some((k, v)) = service.selector.iter().next() {
             for r in caches.pod_index.get(&cache::pod_label_key(ns, k, v)) {
-                if let Some(pod) = caches.pods.get(&r) {
-                    if selects(&service.selector, pod.labels()) {
-                        pods.insert((ns.clone(), r.name.clone()), pod);
+                if let Some((key, entry)) = pod(ns, &r.name) {
+                    let selector = service
+                        .selector
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()));
+                    if entry.labels.selected_by(selector) {
+                        pods.insert(key, entry);
                     }
                 }
             }
         }
         let fallback = fallback_pod_name(&settings.pod_name_prefix, &service.name);
-        if let Some(pod) = caches.pods.get(&ObjectRef::new(&fallback).within(ns)) {
-            pods.insert((ns.clone(), fallback), pod);
+        if let Some((key, entry)) = pod(ns, &fallback) {
+            pods.insert(key, entry);
         }
         slices.extend(
             caches
@@ -706,7 +705,10 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
     Observed {
         crs: crs.into_values().collect(),
         services,
-        pods: pods.values().map(|p| cache::pod_view(p)).collect(),
+        pods: pods
+            .iter()
+            .map(|((ns, name), entry)| cache::pod_view(ns, name, entry))
+            .collect(),
         slices: cache::slice_views(slices.iter().map(|s| s.as_ref())),
     }
 }
