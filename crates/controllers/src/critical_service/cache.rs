@@ -394,9 +394,32 @@ pub fn service_view(service: &CachedService) -> ServiceView {
     }
 }
 
+/// What the cache keeps of an EndpointSlice: its Service and the pods behind its ready
+/// endpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SliceEntry {
+    pub namespace: Box<str>,
+    pub service: Option<Box<str>>,
+    pub ready_pods: Box<[Box<str>]>,
+}
+
+/// The entry kept for a (slimmed) EndpointSlice.
+pub fn slice_entry(slice: &CachedSlice) -> SliceEntry {
+    SliceEntry {
+        namespace: slice
+            .metadata
+            .namespace
+            .as_deref()
+            .unwrap_or_default()
+            .into(),
+        service: slice.service.clone(),
+        ready_pods: slice.ready_pods().map(|p| p.as_str().into()).collect(),
+    }
+}
+
 /// EndpointSlice readiness per (namespace, Service).
 pub fn slice_views<'a>(
-    slices: impl Iterator<Item = &'a CachedSlice>,
+    slices: impl Iterator<Item = &'a SliceEntry>,
 ) -> BTreeMap<(String, String), SliceView> {
     let mut out: BTreeMap<(String, String), SliceView> = BTreeMap::new();
     for slice in slices {
@@ -404,9 +427,10 @@ pub fn slice_views<'a>(
             continue;
         };
         let view = out
-            .entry((slice.namespace().unwrap_or_default(), service.to_owned()))
+            .entry((slice.namespace.to_string(), service.to_owned()))
             .or_default();
-        view.ready_pods.extend(slice.ready_pods().cloned());
+        view.ready_pods
+            .extend(slice.ready_pods.iter().map(|p| p.to_string()));
     }
     out
 }
@@ -450,7 +474,7 @@ mod tests {
         }))
         .expect("a slice");
         slim_slice(&mut slice);
-        let views = slice_views(std::iter::once(&slice));
+        let views = slice_views(std::iter::once(&slice_entry(&slice)));
         let ready = &views[&("ns".to_owned(), "web".to_owned())].ready_pods;
         assert_eq!(ready.iter().collect::<Vec<_>>(), ["a"]);
         assert_eq!(CachedSlice::group(&()), "discovery.k8s.io");

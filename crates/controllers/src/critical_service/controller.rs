@@ -26,7 +26,7 @@ use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 use vigil_runtime::queue::QueueTracker;
 
-use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry};
+use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
 use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
 use super::lame;
@@ -96,7 +96,7 @@ struct Caches {
     services: Store<CachedService>,
     /// Pods are most of a cluster: kept as compact entries, not objects.
     pods: CompactStore<PodEntry>,
-    slices: Store<CachedSlice>,
+    slices: CompactStore<SliceEntry>,
     templates: Store<PodTemplate>,
     cr_index: Index<CriticalService>,
     service_index: Index<CachedService>,
@@ -142,7 +142,7 @@ pub async fn run(
     let (crs, cr_writer) = reflector::store();
     let (services, service_writer) = reflector::store();
     let pods = CompactStore::default();
-    let (slices, slice_writer) = reflector::store();
+    let slices = CompactStore::default();
     let (templates, template_writer) = reflector::store();
     let caches = Caches {
         crs: crs.clone(),
@@ -182,11 +182,12 @@ pub async fn run(
         cache::slim_pod,
         cache::pod_entry,
     );
-    let slice_stream = lean_cache(
-        slice_writer,
+    let slice_stream = compact_cache(
+        caches.slices.clone(),
         caches.slice_index.clone(),
         watch_in::<CachedSlice>(&client, namespaces.as_ref()),
         cache::slim_slice,
+        cache::slice_entry,
     );
     // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
     let template_stream = lean_cache(
@@ -231,13 +232,13 @@ pub async fn run(
     // only once that one synced), so this task waits on the four others only.
     let ready_caches = caches.clone();
     tokio::spawn(async move {
-        let (a, (), c, d) = tokio::join!(
+        let (a, (), (), d) = tokio::join!(
             ready_caches.services.wait_until_ready(),
             ready_caches.pods.wait_until_ready(),
             ready_caches.slices.wait_until_ready(),
             ready_caches.templates.wait_until_ready()
         );
-        let ok = a.is_ok() && c.is_ok() && d.is_ok();
+        let ok = a.is_ok() && d.is_ok();
         let _ = synced_tx.send(ok);
         ready(ok);
     });
@@ -490,8 +491,8 @@ async fn report_lame_services(
             .slices
             .state()
             .iter()
-            .filter(|s| s.ready_pods().next().is_some())
-            .filter_map(|s| Some((s.namespace()?, s.service.as_deref()?.to_owned())))
+            .filter(|(_, s)| !s.ready_pods.is_empty())
+            .filter_map(|(_, s)| Some((s.namespace.to_string(), s.service.as_deref()?.to_owned())))
             .collect();
         let services: Vec<_> = caches
             .services
@@ -509,13 +510,18 @@ async fn report_lame_services(
                 }
             }
         }
-        let slices = cache::slice_views(caches.slices.state().iter().map(|s| s.as_ref()).filter(
-            |s| {
-                s.service.as_deref().is_some_and(|svc| {
-                    !answering.contains(&(s.namespace().unwrap_or_default(), svc.to_owned()))
-                })
-            },
-        ));
+        let slices = cache::slice_views(
+            caches
+                .slices
+                .state()
+                .iter()
+                .map(|(_, s)| s.as_ref())
+                .filter(|s| {
+                    s.service.as_deref().is_some_and(|svc| {
+                        !answering.contains(&(s.namespace.to_string(), svc.to_owned()))
+                    })
+                }),
+        );
         let now = lame::lame_uncovered(&services, &slices, &crs, &settings);
         gauge.set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         // Only the leader logs, so a pair of replicas does not report everything twice.
@@ -689,7 +695,10 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
                 .slice_index
                 .get(&cache::slice_key(ns, &service.name))
                 .iter()
-                .filter_map(|r| caches.slices.get(r)),
+                .filter_map(|r| {
+                    let key = compact::key(r.namespace.as_deref(), &r.name);
+                    caches.slices.get(&key)
+                }),
         );
         if covers(&cr.spec, service, settings) {
             for other in crs_covering(caches, settings, service) {
