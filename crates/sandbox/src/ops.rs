@@ -647,12 +647,23 @@ pub fn patch(
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_value(patch)
                 .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
-            json_patch::patch(&mut current, &ops).map_err(|e| {
-                ApiError::with_code(
-                    422,
-                    format!("the server rejected our request due to an error in our request: {e}"),
-                )
-            })?;
+            for op in &ops.0 {
+                // Like the API server's JSON patch library, a `test` for null passes on a
+                // path that does not exist (kube-runtime's finalizer helper relies on it).
+                if let json_patch::PatchOperation::Test(test) = op {
+                    if test.value.is_null() && current.pointer(&test.path.to_string()).is_none() {
+                        continue;
+                    }
+                }
+                json_patch::patch(&mut current, std::slice::from_ref(op)).map_err(|e| {
+                    ApiError::with_code(
+                        422,
+                        format!(
+                            "the server rejected our request due to an error in our request: {e}"
+                        ),
+                    )
+                })?;
+            }
         }
         PatchType::Strategic => {
             if info.crd.is_some() {

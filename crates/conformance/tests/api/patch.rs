@@ -227,6 +227,50 @@ async fn json_patch_add_replace_remove_and_test() {
     env.cleanup().await;
 }
 
+/// kube-runtime's finalizer helper tests the absent `/metadata/finalizers` for null before adding
+/// the first finalizer; the API server's JSON patch treats a missing path as null there, while a
+/// test for any other value on a missing path fails.
+#[tokio::test]
+async fn json_patch_test_for_null_passes_on_a_missing_path() {
+    let env = TestEnv::start().await.expect("test env");
+    let api = env.api::<ConfigMap>();
+    api.create(&PostParams::default(), &config_map("jp"))
+        .await
+        .expect("create");
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/keep"]}
+    ]))
+    .expect("valid JSON patch");
+    let patched = api
+        .patch("jp", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await
+        .expect("test for null on a missing path passes");
+    assert_eq!(
+        patched.metadata.finalizers,
+        Some(vec!["example.com/keep".to_owned()])
+    );
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/labels", "value": {"a": "b"}}
+    ]))
+    .expect("valid JSON patch");
+    let result = api
+        .patch("jp", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await;
+    expect_status(result, 422, "Invalid");
+
+    let ops: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "remove", "path": "/metadata/finalizers"}
+    ]))
+    .expect("valid JSON patch");
+    api.patch("jp", &PatchParams::default(), &Patch::Json::<()>(ops))
+        .await
+        .expect("remove the finalizer");
+    env.cleanup().await;
+}
+
 #[tokio::test]
 async fn json_patch_failing_operation_is_422_and_changes_nothing() {
     let env = TestEnv::start().await.expect("test env");
