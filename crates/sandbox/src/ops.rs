@@ -650,10 +650,11 @@ pub fn patch(
             for op in &ops.0 {
                 // Like the API server's JSON patch library, a `test` for null passes on a
                 // path that does not exist (kube-runtime's finalizer helper relies on it).
-                if let json_patch::PatchOperation::Test(test) = op {
-                    if test.value.is_null() && current.pointer(&test.path.to_string()).is_none() {
-                        continue;
-                    }
+                if let json_patch::PatchOperation::Test(test) = op
+                    && test.value.is_null()
+                    && current.pointer(&test.path.to_string()).is_none()
+                {
+                    continue;
                 }
                 json_patch::patch(&mut current, std::slice::from_ref(op)).map_err(|e| {
                     ApiError::with_code(
