@@ -293,3 +293,14 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    /// Real API servers (and the in-cluster `https://kubernetes.default.svc`) speak TLS only: the
+    /// client must be built with a TLS stack, or `vigil run` could talk to nothing but the sandbox.
+    #[tokio::test]
+    async fn the_client_speaks_tls() {
+        let config = kube::Config::new("https://127.0.0.1:6443".parse().expect("a valid URL"));
+        kube::Client::try_from(config).expect("a client for an https API server");
+    }
+}
