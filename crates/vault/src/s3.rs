@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
+use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use rusty_s3::{Bucket, Credentials, S3Action as _, UrlStyle, actions::ListObjectsV2};
@@ -36,7 +37,7 @@ pub struct S3Backend {
     prefix: String,
     endpoint: String,
     location: String,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -87,11 +88,27 @@ impl S3Backend {
             .unwrap_or_else(|| format!("https://s3.{region}.amazonaws.com"));
         let endpoint_url =
             url::Url::parse(&endpoint).map_err(|e| bad(format!("endpoint {endpoint:?}: {e}")))?;
-        if endpoint_url.scheme() != "http" {
-            return Err(bad(format!(
-                "endpoint {endpoint} is not http://: this build has no TLS; give an http:// endpoint with ?endpoint= or AWS_ENDPOINT_URL"
-            )));
-        }
+        let connector = hyper_rustls::HttpsConnectorBuilder::new();
+        let connector = match endpoint_url.scheme() {
+            // Verified against the machine's CA certificates (a private CA goes there too).
+            "https" => connector.with_native_roots().map_err(|e| {
+                bad(format!(
+                    "endpoint {endpoint}: no CA certificates to verify it with: {e}"
+                ))
+            })?,
+            // Plain HTTP (a local S3-compatible server): no certificate is ever checked.
+            "http" => connector.with_tls_config(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(rustls::RootCertStore::empty())
+                    .with_no_client_auth(),
+            ),
+            other => {
+                return Err(bad(format!(
+                    "endpoint {endpoint}: scheme {other:?} is neither http nor https"
+                )));
+            }
+        };
+        let connector = connector.https_or_http().enable_http1().build();
         let bucket = Bucket::new(endpoint_url, UrlStyle::Path, bucket_name, region)
             .map_err(|e| bad(format!("endpoint {endpoint}: {e}")))?;
         let credentials = match (env("AWS_ACCESS_KEY_ID"), env("AWS_SECRET_ACCESS_KEY")) {
@@ -101,7 +118,7 @@ impl S3Backend {
             }),
             _ => None,
         };
-        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
         let location = format!("s3://{}/{}", bucket.name(), prefix);
         Ok(Self {
             bucket,
@@ -369,10 +386,22 @@ mod tests {
     }
 
     #[test]
+    fn https_endpoints_are_verified_with_the_machines_roots() {
+        match S3Backend::new("s3://vault?endpoint=https://s3.example.com") {
+            Ok(backend) => assert_eq!(backend.endpoint, "https://s3.example.com"),
+            // A machine without any CA certificate: the error says so.
+            Err(e) => assert!(e.to_string().contains("CA certificates"), "{e}"),
+        }
+    }
+
+    #[test]
     fn bad_locations_are_clear_errors() {
         for (location, expect) in [
             ("s3:///prefix?endpoint=http://127.0.0.1:1", "bucket"),
-            ("s3://b?endpoint=https://s3.example.com", "TLS"),
+            (
+                "s3://b?endpoint=ftp://s3.example.com",
+                "neither http nor https",
+            ),
             (
                 "s3://b?endpoint=http://127.0.0.1:1&colour=blue",
                 "unknown setting",
