@@ -428,6 +428,11 @@ fn create(
 /// else since now, counted as the status will store it (see [`stored_now`]).
 fn remaining_delay(inputs: &Inputs<'_>, before: Option<&CoveredService>) -> Option<Duration> {
     let delay_ms = i64::from(inputs.cr.spec.activation_delay_seconds.unwrap_or(0)) * 1000;
+    if delay_ms <= 0 {
+        // No delay: act at once. (The wait below is measured from `since`, which is stored
+        // rounded up to the second and so may lie up to a second ahead of now.)
+        return None;
+    }
     let now_as_stored = stored_now(inputs.now);
     let lame_since = before
         .filter(|b| matches!(b.state, ServiceState::Lame | ServiceState::FallbackActive))
@@ -1017,6 +1022,19 @@ mod tests {
     }
 
     // ---- lame, healthy, recovering ----
+
+    /// Regression: `since` is rounded up to the second, and was taken for a wait of up to a
+    /// second even with no activation delay (the fallback came ~1 s late).
+    #[test]
+    fn without_activation_delay_a_fallback_comes_at_once_mid_second() {
+        let mut world = World::new();
+        world.now = at(1_000)
+            .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(17))
+            .expect("valid time");
+        let plan = world.decide();
+        assert_eq!(plan.create.len(), 1, "{plan:?}");
+        assert_eq!(plan.requeue_after, None);
+    }
 
     #[test]
     fn a_lame_service_gets_its_fallback() {
