@@ -194,6 +194,9 @@ pub(crate) fn strip_ansi(line: &str) -> String {
     out
 }
 
+/// How long [`http_get`] waits for an answer.
+pub(crate) const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A GET over HTTP/1.0 (so the body is neither chunked nor kept alive): status and body.
 pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
     let exchange = async {
@@ -205,7 +208,7 @@ pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, Str
         stream.read_to_end(&mut buf).await?;
         anyhow::Ok(buf)
     };
-    let buf = tokio::time::timeout(Duration::from_secs(5), exchange)
+    let buf = tokio::time::timeout(HTTP_TIMEOUT, exchange)
         .await
         .with_context(|| format!("GET {path} on {addr} timed out"))??;
     let text = String::from_utf8_lossy(&buf);

@@ -37,11 +37,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, CustomResourceExt as _, Resource, ResourceExt as _};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::oneshot;
 use vigil_apis::CriticalService;
 
 use crate::bench::{rss_mib, spawn_sandbox};
+use crate::bench_child::{CLK_TCK, HTTP_TIMEOUT, TempFile, http_get};
 
 #[derive(Debug, clap::Args)]
 pub struct ScaleBench {
@@ -78,9 +79,6 @@ const PREFIX: &str = "service-watcher";
 /// Vigil's mark on the pods it creates, and the Service a fallback answers for.
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const SERVICE_LABEL: &str = "vigil.dev/service";
-/// Clock ticks per second of /proc/<pid>/stat's utime and stime: assumed to be 100 (USER_HZ on
-/// Linux everywhere in practice) rather than read through sysconf.
-const CLK_TCK: f64 = 100.0;
 /// kube-runtime's watcher page size (`watcher::Config::default()`): its LISTs come in pages.
 const WATCHER_PAGE: usize = 500;
 /// How often the bench lists the CriticalServices while waiting for steady state.
@@ -1591,35 +1589,6 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / CLK_TCK)
 }
 
-/// How long a GET to Vigil's metrics and probe server may take before it counts as failed.
-const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A GET over HTTP/1.0 (so the body is neither chunked nor kept alive): status and body.
-async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        anyhow::Ok(buf)
-    };
-    let buf = tokio::time::timeout(HTTP_TIMEOUT, exchange)
-        .await
-        .with_context(|| format!("GET {path} on {addr} timed out"))??;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .context("no HTTP status code")?;
-    Ok((code, body.to_owned()))
-}
-
 /// Vigil's reconcile counters.
 #[derive(Debug, Clone, Default)]
 struct Reconciles {
@@ -1717,15 +1686,6 @@ async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
 
 // ---------------------------------------------------------------------------------------------
 // Small things.
-
-/// A file removed on drop.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 fn fmt_count(v: f64) -> String {
     // `+ 0.0` turns the -0.0 an empty float sum gives into 0.
