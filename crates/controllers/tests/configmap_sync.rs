@@ -30,6 +30,7 @@ use vigil_controllers::configmap_sync::model::{
 };
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::Fault;
 use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, wait_for};
 
@@ -143,9 +144,18 @@ impl World {
         let client = self.env.client();
         let task = tokio::spawn(async move {
             let _keep = leading_tx;
-            controller::run(client, settings, leading, metrics, |_| {}, async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
+            let watches = SharedWatches::new(client.clone());
+            controller::run(
+                client,
+                watches,
+                settings,
+                leading,
+                metrics,
+                |_| {},
+                async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                },
+            )
             .await;
         });
         Running {

@@ -31,6 +31,7 @@ use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::{Fault, Loops, SandboxConfig};
 use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, TestEnvOptions, wait_for};
 
@@ -176,9 +177,18 @@ async fn start_controller(env: &TestEnv) -> Running {
     let client = env.client();
     let task = tokio::spawn(async move {
         let _keep = leading_tx;
-        controller::run(client, settings, leading, metrics, |_| {}, async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        })
+        let watches = SharedWatches::new(client.clone());
+        controller::run(
+            client,
+            watches,
+            settings,
+            leading,
+            metrics,
+            |_| {},
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            },
+        )
         .await;
     });
     Running {

@@ -29,6 +29,7 @@ use vigil_controllers::status_vault::{RestoreOutcome, StatusRestorer, StatusVaul
 use vigil_runtime::conditions;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, wait_for};
 use vigil_vault::{ObjectKey, Record, Vault, VaultOptions};
 
@@ -194,7 +195,12 @@ async fn start_in(
         default_key_file: None,
     };
     let (leading_tx, leading) = watch::channel(Leadership::Leading);
-    let vault = StatusVault::new(client, settings, leading);
+    let vault = StatusVault::new(
+        client.clone(),
+        SharedWatches::new(client),
+        settings,
+        leading,
+    );
     let restorer = vault.restorer();
     let (stop, mut stopped) = watch::channel(false);
     let metrics = Metrics::new();
@@ -1188,6 +1194,7 @@ async fn a_standby_writes_nothing_until_it_leads() {
     let (leading_tx, leading) = watch::channel(Leadership::Following);
     let standby = StatusVault::new(
         env.client(),
+        SharedWatches::new(env.client()),
         Settings {
             default_location: standby_dir.display().to_string(),
             default_key_file: None,

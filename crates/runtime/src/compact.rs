@@ -134,8 +134,8 @@ impl<V> CompactStore<V> {
     }
 }
 
-/// A watch stream slimmed by `slim`, filling `store` (with `entry` of each object) and `index`,
-/// backing off on errors on its own; yields the objects it touched, to trigger reconciles. The
+/// A watch stream slimmed by `slim`, filling `store` (with `entry` of each object) and `index`;
+/// yields the objects it touched, to trigger reconciles. The
 /// objects themselves are dropped once mapped: only the compact entries stay.
 pub fn compact_cache<K, V, S>(
     store: CompactStore<V>,
@@ -156,7 +156,6 @@ where
             index.apply(event);
             store.apply(event, entry);
         })
-        .default_backoff()
         .touched_objects()
 }
 

@@ -13,6 +13,7 @@
 //! | [`compact`] | a cache of compact per-object entries, for the kinds a cluster has by the ten thousand |
 //! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
 //! | [`namespaces`] | one watch per namespace, merged for one reflector |
+//! | [`shared`] | one API watch per resource and scope, shared by every cache of that kind |
 
 pub mod backoff;
 pub mod cache;
@@ -24,3 +25,4 @@ pub mod leader;
 pub mod metrics;
 pub mod namespaces;
 pub mod queue;
+pub mod shared;

@@ -156,6 +156,12 @@ impl TestEnv {
         self.client.clone()
     }
 
+    /// The client configuration, for a test that builds its own client (with a layer that
+    /// records requests, say).
+    pub async fn config(&self) -> Result<Config, TestEnvError> {
+        config_from_text(&self.kubeconfig_text).await
+    }
+
     /// This test's namespace.
     pub fn namespace(&self) -> &str {
         &self.namespace

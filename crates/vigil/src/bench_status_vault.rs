@@ -32,6 +32,7 @@ use vigil_controllers::status_vault::controller::SavedHook;
 use vigil_controllers::status_vault::model::Settings;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
 
 use crate::bench::spawn_sandbox;
@@ -223,6 +224,7 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
     let (leading_tx, leading) = watch::channel(Leadership::Leading);
     let controller = StatusVault::with_hook(
         client.clone(),
+        SharedWatches::new(client.clone()),
         Settings {
             default_location: vault_location.clone(),
             default_key_file: None,

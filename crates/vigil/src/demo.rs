@@ -20,6 +20,7 @@ use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_kubelet::{Kubelet, KubeletConfig};
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 #[derive(Debug, clap::Args)]
@@ -120,6 +121,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     let (stop, mut stopped) = watch::channel(false);
     let operator = tokio::spawn(controller::run(
         client.clone(),
+        SharedWatches::new(client.clone()),
         settings,
         leadership,
         Metrics::new(),

@@ -21,6 +21,7 @@ use vigil_controllers::status_vault::{self, model::Settings as StatusVaultSettin
 use vigil_runtime::health::{self, Health};
 use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, unique_identity};
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 
 /// Controllers `vigil run` can host.
 const CONTROLLERS: &[&str] = &[
@@ -168,6 +169,9 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
 
     let metrics = Metrics::new();
+    // One API watch per resource, however many controllers cache it.
+    let watches = SharedWatches::new(client.clone());
+    watches.register_metrics(&metrics);
     let health = Health::new();
     let (addr, server) = health::serve(
         args.metrics_addr,
@@ -208,6 +212,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let ready_health = health.clone();
         let vault = status_vault::StatusVault::new(
             client.clone(),
+            watches.clone(),
             StatusVaultSettings {
                 default_location: args.status_vault_location.clone(),
                 default_key_file: args.status_vault_key_file.clone(),
@@ -225,6 +230,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let ready_health = health.clone();
         controllers.push(tokio::spawn(configmap_sync::run(
             client.clone(),
+            watches.clone(),
             ConfigMapSyncSettings {
                 trust_all: args.configmapsync_trust_all,
                 secrets: args.configmapsync_secrets,
@@ -240,6 +246,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         let ready_health = health.clone();
         controllers.push(tokio::spawn(critical_service::run(
             client.clone(),
+            watches.clone(),
             settings,
             leadership,
             metrics.clone(),

@@ -6,10 +6,8 @@
 
 use std::collections::BTreeMap;
 
-use futures::{Stream, StreamExt as _};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::runtime::watcher;
-use kube::{Api, Client, Resource, ResourceExt as _};
+use kube::{Resource, ResourceExt as _};
 use sha2::{Digest as _, Sha256};
 
 use super::model::{
@@ -179,17 +177,6 @@ pub fn sync_keys(sync: &vigil_apis::ConfigMapSync) -> Vec<String> {
 /// Drops a ConfigMapSync's managed fields (the rest is read).
 pub fn slim_sync(sync: &mut vigil_apis::ConfigMapSync) {
     sync.meta_mut().managed_fields = None;
-}
-
-/// Watches every ConfigMap and namespace in the cluster.
-pub fn watch_all<K>(
-    client: &Client,
-) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + use<K>
-where
-    K: Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + Sync + 'static,
-    K::DynamicType: Default,
-{
-    watcher(Api::<K>::all(client.clone()), watcher::Config::default()).boxed()
 }
 
 /// A cached Secret as the decision's view.

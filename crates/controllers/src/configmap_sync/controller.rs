@@ -21,10 +21,11 @@ use tokio::sync::watch;
 use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
-use vigil_runtime::cache::lean_cache;
+use vigil_runtime::cache::{lean_cache, watch_all};
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::shared::SharedWatches;
 
 use super::cache;
 use super::decide::{self, decide};
@@ -138,6 +139,7 @@ struct Context {
 /// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
 pub async fn run(
     client: Client,
+    watches: SharedWatches,
     settings: Settings,
     leadership: watch::Receiver<Leadership>,
     registry: Arc<Metrics>,
@@ -176,7 +178,7 @@ pub async fn run(
         secret_stream = Some(lean_cache(
             writer,
             index.clone(),
-            cache::watch_all::<Secret>(&client),
+            watch_all::<Secret>(&watches),
             cache::slim_secret,
         ));
         caches.secrets = Some((store, index));
@@ -185,20 +187,20 @@ pub async fn run(
     let sync_stream = lean_cache(
         sync_writer,
         caches.sync_index.clone(),
-        cache::watch_all::<ConfigMapSync>(&client),
+        watch_all::<ConfigMapSync>(&watches),
         cache::slim_sync,
     );
     let config_map_stream = lean_cache(
         config_map_writer,
         caches.config_map_index.clone(),
-        cache::watch_all::<ConfigMap>(&client),
+        watch_all::<ConfigMap>(&watches),
         cache::slim_config_map,
     );
     // Namespaces are few and read whole (labels): no index.
     let namespace_stream = lean_cache(
         namespace_writer,
         Index::new(|_: &Namespace| Vec::new()),
-        cache::watch_all::<Namespace>(&client),
+        watch_all::<Namespace>(&watches),
         cache::slim_namespace,
     );
 
@@ -260,8 +262,8 @@ pub async fn run(
         .with_config(
             kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
         )
-        // Each stream backs off on its own (`default_backoff`); the shared trigger backoff
-        // would stall all of them when one errs.
+        // Each shared watch backs off on its own (see `vigil_runtime::shared`); the trigger
+        // backoff would stall all of them when one errs.
         .trigger_backoff(NoBackoff)
         .watches_stream(config_map_stream, for_config_map)
         .watches_stream(namespace_stream, for_namespace);

@@ -12,19 +12,19 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
-use vigil_runtime::cache::{lean_cache, watch_in};
+use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 use vigil_runtime::queue::QueueTracker;
+use vigil_runtime::shared::SharedWatches;
 
 use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
 use super::decide::{covers, decide};
@@ -124,6 +124,7 @@ struct Context {
 /// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
 pub async fn run(
     client: Client,
+    watches: SharedWatches,
     settings: Settings,
     leadership: watch::Receiver<Leadership>,
     registry: Arc<Metrics>,
@@ -159,10 +160,7 @@ pub async fn run(
     let cr_stream = lean_cache(
         cr_writer,
         caches.cr_index.clone(),
-        watcher(
-            Api::<CriticalService>::all(client.clone()),
-            watcher::Config::default(),
-        ),
+        watch_all::<CriticalService>(&watches),
         cache::slim_critical_service,
     )
     .inspect_ok({
@@ -172,20 +170,20 @@ pub async fn run(
     let service_stream = lean_cache(
         service_writer,
         caches.service_index.clone(),
-        watch_in::<CachedService>(&client, namespaces.as_ref()),
+        watch_in::<CachedService>(&watches, namespaces.as_ref()),
         cache::slim_service,
     );
     let pod_stream = compact_cache(
         caches.pods.clone(),
         caches.pod_index.clone(),
-        watch_in::<CachedPod>(&client, namespaces.as_ref()),
+        watch_in::<CachedPod>(&watches, namespaces.as_ref()),
         cache::slim_pod,
         cache::pod_entry,
     );
     let slice_stream = compact_cache(
         caches.slices.clone(),
         caches.slice_index.clone(),
-        watch_in::<CachedSlice>(&client, namespaces.as_ref()),
+        watch_in::<CachedSlice>(&watches, namespaces.as_ref()),
         cache::slim_slice,
         cache::slice_entry,
     );
@@ -193,7 +191,7 @@ pub async fn run(
     let template_stream = lean_cache(
         template_writer,
         Index::new(|_| Vec::new()),
-        watch_in::<PodTemplate>(&client, None),
+        watch_in::<PodTemplate>(&watches, None),
         cache::slim_template,
     );
 
@@ -282,7 +280,7 @@ pub async fn run(
 
     Controller::for_stream(cr_stream, crs)
         .with_config(Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
-        // Each stream backs off on its own (`default_backoff` above); the controller's shared
+        // Each shared watch backs off on its own (see `vigil_runtime::shared`); the controller's
         // trigger backoff would stall every stream when one of them errs (a 410 on one watch
         // would blind the controller to all the others for seconds).
         .trigger_backoff(NoBackoff)

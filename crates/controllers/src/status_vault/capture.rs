@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
 use serde_json::Value;
 use vigil_apis::status_backup_policy::ResourceKind;
@@ -82,9 +82,10 @@ fn backends_covering(
 /// Watches one kind until aborted (the supervisor aborts it when no policy names the kind any
 /// more, or leadership is lost).
 pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource) {
-    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
-    let mut stream = watcher(api, watcher::Config::default())
-        .default_backoff()
+    // Shared: a kind another controller caches (CriticalServices, Services…) is watched once.
+    let mut stream = shared
+        .watches
+        .watch_resource::<DynamicObject>(&ar, None, &watcher::Config::default())
         .boxed();
     let mut relisted: HashSet<Name> = HashSet::new();
     let mut first_list = true;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
@@ -23,6 +23,7 @@ use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{EncryptionKey, Record, Saved, Vault, VaultOptions};
 
 use super::capture::{self, Objects};
@@ -133,6 +134,8 @@ struct KindState {
 /// State shared by the supervisor, the kind watches, the capture workers and the restorer.
 pub struct Shared {
     pub(super) client: Client,
+    /// Where kind watches come from: a kind another controller caches too is watched once.
+    pub(super) watches: SharedWatches,
     pub(super) settings: Settings,
     pub(super) queue: CaptureQueue,
     pub(super) on_saved: Option<SavedHook>,
@@ -293,15 +296,17 @@ pub struct StatusVault {
 impl StatusVault {
     pub fn new(
         client: Client,
+        watches: SharedWatches,
         settings: Settings,
         leadership: watch::Receiver<Leadership>,
     ) -> Self {
-        Self::with_hook(client, settings, leadership, None)
+        Self::with_hook(client, watches, settings, leadership, None)
     }
 
     /// Like [`StatusVault::new`], calling `on_saved` after each successful save.
     pub fn with_hook(
         client: Client,
+        watches: SharedWatches,
         settings: Settings,
         leadership: watch::Receiver<Leadership>,
         on_saved: Option<SavedHook>,
@@ -317,6 +322,7 @@ impl StatusVault {
         );
         let shared = Arc::new(Shared {
             client,
+            watches,
             settings,
             queue: CaptureQueue::default(),
             on_saved,
@@ -386,12 +392,10 @@ impl StatusVault {
             tasks.push(tokio::spawn(async move {
                 let stream = reflector::reflector(
                     policy_writer,
-                    watcher(
-                        Api::<StatusBackupPolicy>::all(shared.client.clone()),
-                        watcher::Config::default(),
-                    ),
-                )
-                .default_backoff();
+                    shared
+                        .watches
+                        .watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
+                );
                 futures::pin_mut!(stream);
                 let mut told = false;
                 while let Some(event) = stream.next().await {
@@ -424,12 +428,10 @@ impl StatusVault {
             tasks.push(tokio::spawn(async move {
                 let stream = reflector::reflector(
                     namespace_writer,
-                    watcher(
-                        Api::<PartialObjectMeta<Namespace>>::all(shared.client.clone()),
-                        watcher::Config::default(),
-                    ),
-                )
-                .default_backoff();
+                    shared
+                        .watches
+                        .watch::<PartialObjectMeta<Namespace>>(None, &watcher::Config::default()),
+                );
                 futures::pin_mut!(stream);
                 while let Some(event) = stream.next().await {
                     if let Ok(watcher::Event::InitDone) = event {
@@ -497,13 +499,14 @@ impl StatusVault {
 /// Runs the controller until `shutdown` resolves (a [`StatusVault`] nobody else consults).
 pub async fn run(
     client: Client,
+    watches: SharedWatches,
     settings: Settings,
     leadership: watch::Receiver<Leadership>,
     registry: Arc<Metrics>,
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    StatusVault::new(client, settings, leadership)
+    StatusVault::new(client, watches, settings, leadership)
         .run(registry, ready, shutdown)
         .await;
 }
