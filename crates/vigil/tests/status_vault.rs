@@ -1,7 +1,11 @@
-//! Status vault crash safety: `vigil run` (a child process, with a directory vault) is killed
-//! with SIGKILL in the middle of a burst of 1,000 status changes, then started again. Afterwards
-//! every object's latest status is in the vault, no record is corrupt, and no state was captured
-//! twice as a new version.
+//! The status vault inside `vigil run` (a child process, with a directory vault).
+//!
+//! Crash safety: `vigil run` is killed with SIGKILL in the middle of a burst of 1,000 status
+//! changes, then started again. Afterwards every object's latest status is in the vault, no
+//! record is corrupt, and no state was captured twice as a new version.
+//!
+//! Shared watches: backing up CriticalServices' status while the CriticalService controller runs
+//! takes one watch of CriticalServices, not two.
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -16,7 +20,7 @@ use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
 use serde_json::json;
-use vigil_apis::StatusBackupPolicy;
+use vigil_apis::{CriticalService, StatusBackupPolicy};
 use vigil_vault::{ObjectKey, Vault, VaultOptions};
 
 const NS: &str = "status-vault-crash";
@@ -52,13 +56,17 @@ fn spawn_sandbox(kubeconfig: &Path) -> Proc {
 }
 
 fn spawn_vigil(kubeconfig: &Path, vault: &Path) -> Proc {
+    spawn_vigil_with(kubeconfig, vault, "statusvault", "127.0.0.1:0")
+}
+
+fn spawn_vigil_with(kubeconfig: &Path, vault: &Path, controllers: &str, metrics: &str) -> Proc {
     let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
         .args([
             "run",
             "--controllers",
-            "statusvault",
+            controllers,
             "--metrics-addr",
-            "127.0.0.1:0",
+            metrics,
             "--leader-elect",
             "false",
             "--status-vault-location",
@@ -276,5 +284,140 @@ async fn sigkill_during_a_burst_loses_no_status_and_duplicates_no_version() {
         }
         assert!(records.len() <= ROUNDS, "c{i}: {} versions", records.len());
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A free local port for `vigil run`'s metrics (bound, then released for the child to take).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// `GET /metrics`, over a bare HTTP/1.0 connection.
+async fn scrape(addr: &str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: vigil\r\n\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut body = String::new();
+    stream
+        .read_to_string(&mut body)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(body)
+}
+
+#[tokio::test]
+async fn backing_up_criticalservices_shares_the_controllers_watch_of_them() {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("vigil-status-vault-shared-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let vault_dir = dir.join("vault");
+    let _sandbox = spawn_sandbox(&kubeconfig);
+    let client = client(&kubeconfig).await;
+
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [StatusBackupPolicy::crd(), CriticalService::crd()] {
+        crds.create(&PostParams::default(), &crd)
+            .await
+            .expect("crd");
+    }
+    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
+    let critical: Api<CriticalService> = Api::all(client.clone());
+    wait_until("the CRDs to be served", Duration::from_secs(10), || async {
+        policies
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        critical
+            .list(&ListParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+    let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": "clusters"},
+        "spec": {"resources": [{"group": "mycrd.com", "kind": "CriticalService"}],
+            "backend": {"location": vault_dir.display().to_string()}}});
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(policy).expect("policy"),
+        )
+        .await
+        .expect("create policy");
+
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let _vigil = spawn_vigil_with(
+        &kubeconfig,
+        &vault_dir,
+        "criticalservice,statusvault",
+        &metrics,
+    );
+    wait_until("the policy to be Ready", Duration::from_secs(20), || {
+        policy_ready(&client)
+    })
+    .await;
+    let cr = json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService",
+        "metadata": {"name": "shared-watch"},
+        "spec": {"matchLabels": [{"key": "app", "value": "shared-watch"}]}});
+    critical
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(cr).expect("cr"),
+        )
+        .await
+        .expect("create CriticalService");
+
+    // The controller writes the CriticalService's status; the vault captures it.
+    let vault = Vault::open(&vault_dir.display().to_string(), VaultOptions::default())
+        .await
+        .expect("vault");
+    let key = ObjectKey::new(
+        "mycrd.com",
+        "CriticalService",
+        None,
+        "shared-watch".to_owned(),
+    );
+    wait_until(
+        "the CriticalService's status in the vault",
+        Duration::from_secs(20),
+        || async {
+            let latest = vault.latest(&key).await.map_err(|e| e.to_string())?;
+            match latest {
+                Some(record) if record.status.get("conditions").is_some() => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+
+    // Both controllers are fed by one watch of CriticalServices.
+    let shared =
+        r#"vigil_shared_watch_subscribers{resource="criticalservices.mycrd.com",namespace=""} 2"#;
+    wait_until(
+        "one watch with two subscribers",
+        Duration::from_secs(10),
+        || async {
+            let text = scrape(&metrics).await?;
+            if text.contains(shared) {
+                Ok(())
+            } else {
+                Err(text
+                    .lines()
+                    .filter(|l| l.starts_with("vigil_shared_watch"))
+                    .collect::<Vec<_>>()
+                    .join("\n"))
+            }
+        },
+    )
+    .await;
     let _ = std::fs::remove_dir_all(&dir);
 }
