@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::{Endpoints, Pod, PodTemplate, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, PodTemplate, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -156,6 +156,11 @@ async fn install_crd(env: &TestEnv) {
 
 /// Runs the controller for this test's namespace.
 async fn start_controller(env: &TestEnv) -> Running {
+    start_controller_in(env, BTreeSet::from([env.namespace().to_owned()])).await
+}
+
+/// Runs the controller watching `namespaces` (the article's `NAMESPACES`).
+async fn start_controller_in(env: &TestEnv, namespaces: BTreeSet<String>) -> Running {
     let serial = if env.is_sandbox() {
         None
     } else {
@@ -168,7 +173,7 @@ async fn start_controller(env: &TestEnv) -> Running {
             namespace: env.namespace().into(),
             name: TEMPLATE_NAME.into(),
         },
-        watched_namespaces: Some(BTreeSet::from([env.namespace().to_owned()])),
+        watched_namespaces: Some(namespaces),
     };
     let (leading_tx, leading) = watch::channel(Leadership::Leading);
     let (stop, mut stopped) = watch::channel(false);
@@ -1635,4 +1640,120 @@ async fn lame_uncovered_services_are_counted() {
     .expect("uncounted");
     controller.stop().await;
     env.cleanup().await;
+}
+
+/// `NAMESPACES` naming two namespaces: one watch per namespace, merged into one cache. A
+/// CriticalService without `spec.namespace` covers the Services of both, and none of a third,
+/// unwatched namespace. On the sandbox, both watches then expire (410) and relist; the cache
+/// keeps both namespaces' objects (one namespace's relist must not drop the other's).
+#[tokio::test]
+async fn watched_namespaces_are_all_covered_and_only_they() {
+    let env = TestEnv::start().await.expect("env");
+    let ns = env.namespace().to_owned();
+    let second = format!("{ns}-b");
+    let unwatched = format!("{ns}-c");
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    for name in [&second, &unwatched] {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("create namespace");
+    }
+    let _controller = start_controller_in(&env, BTreeSet::from([ns.clone(), second.clone()])).await;
+    create_template(&env).await;
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web", "labels": {"critical": "true"}},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}
+    }))
+    .expect("service");
+    for namespace in [&ns, &second, &unwatched] {
+        Api::<Service>::namespaced(env.client(), namespace)
+            .create(&PostParams::default(), &service)
+            .await
+            .expect("create service");
+    }
+    let cr = unique(&env, "everywhere");
+    let everywhere: CriticalService = serde_json::from_value(json!({
+        "apiVersion": "mycrd.com/v1",
+        "kind": "CriticalService",
+        "metadata": {"name": cr},
+        "spec": {"matchLabels": [{"key": "critical", "value": "true"}]}
+    }))
+    .expect("critical service");
+    crs(&env)
+        .create(&PostParams::default(), &everywhere)
+        .await
+        .expect("create critical service");
+
+    let covered_in = |s: &CriticalServiceStatus| -> BTreeSet<String> {
+        s.services
+            .iter()
+            .filter(|e| e.state == ServiceState::FallbackActive)
+            .map(|e| e.namespace.clone())
+            .collect()
+    };
+    let both = BTreeSet::from([ns.clone(), second.clone()]);
+    wait_status(
+        &env,
+        &cr,
+        "web FallbackActive in both watched namespaces",
+        |s| covered_in(s) == both && counts(s) == (2, 0, 2),
+    )
+    .await;
+    let fallbacks_in = |namespace: String| {
+        let pods: Api<Pod> = Api::namespaced(env.client(), &namespace);
+        async move {
+            pods.list(&ListParams::default().labels(VIGILS))
+                .await
+                .map(|l| l.items.len())
+                .map_err(|e| e.to_string())
+        }
+    };
+    assert_eq!(fallbacks_in(ns.clone()).await, Ok(1));
+    assert_eq!(fallbacks_in(second.clone()).await, Ok(1));
+    assert_eq!(
+        fallbacks_in(unwatched.clone()).await,
+        Ok(0),
+        "an unwatched namespace is not touched"
+    );
+
+    if let Some(sandbox) = env.sandbox() {
+        sandbox.close_watches();
+        sandbox.compact(0);
+        // After both relists, a change in one namespace is seen, and the other's Service is
+        // still known: deleting `second`'s Service leaves exactly the first one covered.
+        Api::<Service>::namespaced(env.client(), &second)
+            .delete("web", &DeleteParams::default())
+            .await
+            .expect("delete service");
+        wait_status(
+            &env,
+            &cr,
+            "web FallbackActive in the first namespace only",
+            |s| covered_in(s) == BTreeSet::from([ns.clone()]) && counts(s) == (1, 0, 1),
+        )
+        .await;
+        wait_for(
+            "the second namespace's fallback to go",
+            SETTLE_TIMEOUT,
+            || {
+                let count = fallbacks_in(second.clone());
+                async move {
+                    match count.await? {
+                        0 => Ok(Some(())),
+                        n => Err(format!("{n} fallback pods")),
+                    }
+                }
+            },
+        )
+        .await
+        .expect("fallback retired");
+        assert_eq!(fallbacks_in(ns.clone()).await, Ok(1));
+    }
+    for name in [&second, &unwatched] {
+        let _ = namespaces.delete(name, &DeleteParams::default()).await;
+    }
+    finish(env, &[&cr]).await;
 }
