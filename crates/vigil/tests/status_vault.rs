@@ -115,6 +115,35 @@ fn ar() -> ApiResource {
     )
 }
 
+/// Waits until `api` answers a LIST (a CRD just created is served soon after).
+async fn wait_served<K>(api: &Api<K>)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_until("the CRD to be served", Duration::from_secs(10), || async {
+        api.list(&ListParams::default())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+    .await;
+}
+
+/// Creates the StatusBackupPolicy `clusters` with this spec, once its CRD is served.
+async fn create_policy(client: &kube::Client, spec: serde_json::Value) {
+    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
+    wait_served(&policies).await;
+    let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": "clusters"}, "spec": spec});
+    policies
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(policy).expect("policy"),
+        )
+        .await
+        .expect("create policy");
+}
+
 async fn setup(client: &kube::Client, vault: &Path) {
     Api::<Namespace>::all(client.clone())
         .create(
@@ -144,31 +173,14 @@ async fn setup(client: &kube::Client, vault: &Path) {
     )
     .await
     .expect("clusters crd");
-    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
     let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar());
-    wait_until("the CRDs to be served", Duration::from_secs(10), || async {
-        policies
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        clusters
-            .list(&ListParams::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
+    wait_served(&clusters).await;
+    create_policy(
+        client,
+        json!({"resources": [{"group": GROUP, "kind": KIND}], "namespaces": [NS],
+            "backend": {"location": vault.display().to_string()}, "retention": 100}),
+    )
     .await;
-    let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
-        "metadata": {"name": "clusters"},
-        "spec": {"resources": [{"group": GROUP, "kind": KIND}], "namespaces": [NS],
-            "backend": {"location": vault.display().to_string()}, "retention": 100}});
-    policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(policy).expect("policy"),
-        )
-        .await
-        .expect("create policy");
     for i in 0..OBJECTS {
         let obj = json!({"apiVersion": format!("{GROUP}/v1alpha1"), "kind": KIND,
             "metadata": {"name": format!("c{i}")}, "spec": {"type": "iks"}});
@@ -328,31 +340,14 @@ async fn backing_up_criticalservices_shares_the_controllers_watch_of_them() {
             .await
             .expect("crd");
     }
-    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
     let critical: Api<CriticalService> = Api::all(client.clone());
-    wait_until("the CRDs to be served", Duration::from_secs(10), || async {
-        policies
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        critical
-            .list(&ListParams::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
+    wait_served(&critical).await;
+    create_policy(
+        &client,
+        json!({"resources": [{"group": "mycrd.com", "kind": "CriticalService"}],
+            "backend": {"location": vault_dir.display().to_string()}}),
+    )
     .await;
-    let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
-        "metadata": {"name": "clusters"},
-        "spec": {"resources": [{"group": "mycrd.com", "kind": "CriticalService"}],
-            "backend": {"location": vault_dir.display().to_string()}}});
-    policies
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(policy).expect("policy"),
-        )
-        .await
-        .expect("create policy");
 
     let metrics = format!("127.0.0.1:{}", free_port());
     let _vigil = spawn_vigil_with(
