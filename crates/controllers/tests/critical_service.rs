@@ -33,7 +33,7 @@ use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::{Fault, Loops, SandboxConfig};
-use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, TestEnvOptions, wait_for};
+use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, TestEnvOptions, wait_for};
 
 /// The article's service.yaml.
 const SERVICE: &str = "apiVersion: v1
@@ -161,6 +161,15 @@ async fn start_controller(env: &TestEnv) -> Running {
 
 /// Runs the controller watching `namespaces` (the article's `NAMESPACES`).
 async fn start_controller_in(env: &TestEnv, namespaces: BTreeSet<String>) -> Running {
+    start_controller_with(env, namespaces, env.client()).await
+}
+
+/// Runs the controller watching `namespaces`, with its own client.
+async fn start_controller_with(
+    env: &TestEnv,
+    namespaces: BTreeSet<String>,
+    client: kube::Client,
+) -> Running {
     let serial = if env.is_sandbox() {
         None
     } else {
@@ -179,7 +188,6 @@ async fn start_controller_in(env: &TestEnv, namespaces: BTreeSet<String>) -> Run
     let (stop, mut stopped) = watch::channel(false);
     let metrics = Metrics::new();
     let registry = metrics.clone();
-    let client = env.client();
     let task = tokio::spawn(async move {
         let _keep = leading_tx;
         let watches = SharedWatches::new(client.clone());
@@ -1755,5 +1763,56 @@ async fn watched_namespaces_are_all_covered_and_only_they() {
     for name in [&second, &unwatched] {
         let _ = namespaces.delete(name, &DeleteParams::default()).await;
     }
+    finish(env, &[&cr]).await;
+}
+
+/// The ClusterRole `vigil manifests` generates from the controller's declared permissions is
+/// exactly what its code uses: every request it makes through a whole lifecycle (a fallback
+/// created, reported, retired) is granted, and every granted verb is used but one that only an
+/// Event repeating needs. Requests are recorded on the client side (the sandbox does not enforce
+/// RBAC), so this holds on a real cluster too.
+#[tokio::test]
+async fn the_controllers_requests_are_exactly_its_declared_permissions() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let (client, log) = env.recording_client().await.expect("recording client");
+    let controller =
+        start_controller_with(&env, BTreeSet::from([env.namespace().to_owned()]), client).await;
+    let cr = unique(&env, "rbac");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
+    ready_pod(&env, "web-0", "web").await;
+    wait_healthy(&env, &cr, "web").await;
+    controller.stop().await;
+
+    let used = log.rbac_attributes();
+    let granted: BTreeSet<RbacAttributes> = controller::PERMISSIONS
+        .iter()
+        .flat_map(|p| {
+            p.resources.iter().flat_map(move |resource| {
+                p.verbs.iter().map(move |verb| RbacAttributes {
+                    group: p.group.to_owned(),
+                    resource: (*resource).to_owned(),
+                    verb: (*verb).to_owned(),
+                })
+            })
+        })
+        .collect();
+    let show = |set: Vec<&RbacAttributes>| -> Vec<String> {
+        set.into_iter().map(ToString::to_string).collect()
+    };
+    let ungranted = show(used.difference(&granted).collect());
+    assert!(
+        ungranted.is_empty(),
+        "requests the ClusterRole does not grant: {ungranted:?}"
+    );
+    let unused = show(granted.difference(&used).collect());
+    assert!(
+        unused.iter().all(|a| a == "patch events.k8s.io/events"),
+        "granted but never used: {unused:?}"
+    );
     finish(env, &[&cr]).await;
 }

@@ -2,10 +2,9 @@
 //! of one kind, each of its own type, are fed by one LIST and one WATCH; a cache that joins late
 //! still gets the whole state; the API watch stops with its last cache.
 //!
-//! Requests are counted on the client side (a layer that records each request's URI), so this
-//! holds on a real cluster too.
+//! Requests are counted on the client side (testenv's recording client), so this holds on a
+//! real cluster too.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt as _};
@@ -13,11 +12,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{ApiResource, DynamicObject, ObjectMeta, PostParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
-use kube::{Client, Resource, ResourceExt as _};
+use kube::{Resource, ResourceExt as _};
 use serde::Deserialize;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
-use vigil_testenv::{TestEnv, wait_for};
+use vigil_testenv::{RequestLog, TestEnv, rbac_attributes, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -28,41 +27,16 @@ struct ConfigMapName {
     metadata: ObjectMeta,
 }
 
-/// Every request URI a client sent.
-#[derive(Clone, Default)]
-struct Requests(Arc<Mutex<Vec<String>>>);
-
-impl Requests {
-    /// (LISTs, WATCHes) of ConfigMaps.
-    fn config_map_lists_and_watches(&self) -> (usize, usize) {
-        let log = self.0.lock().expect("log");
-        let of_config_maps = log.iter().filter(|uri| {
-            uri.split('?')
-                .next()
-                .is_some_and(|p| p.ends_with("/configmaps"))
-        });
-        let (watches, lists): (Vec<_>, Vec<_>) =
-            of_config_maps.partition(|uri| uri.contains("watch=true"));
-        (lists.len(), watches.len())
-    }
-}
-
-async fn recording_client(env: &TestEnv) -> (Client, Requests) {
-    let requests = Requests::default();
-    let log = requests.0.clone();
-    let record =
-        tower::util::MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
-            if let Ok(mut log) = log.lock() {
-                log.push(request.uri().to_string());
-            }
-            request
-        });
-    let config = env.config().await.expect("config");
-    let client = kube::client::ClientBuilder::try_from(config)
-        .expect("client builder")
-        .with_layer(&record)
-        .build();
-    (client, requests)
+/// (LISTs, WATCHes) of ConfigMaps among the requests.
+fn config_map_lists_and_watches(requests: &RequestLog) -> (usize, usize) {
+    let of_config_maps: Vec<_> = requests
+        .requests()
+        .into_iter()
+        .filter_map(|(method, uri)| rbac_attributes(&method, &uri))
+        .filter(|a| a.group.is_empty() && a.resource == "configmaps")
+        .collect();
+    let count = |verb: &str| of_config_maps.iter().filter(|a| a.verb == verb).count();
+    (count("list"), count("watch"))
 }
 
 /// A reflector store fed by `stream`, polled in the background.
@@ -136,7 +110,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     let env = TestEnv::start().await.expect("test environment");
     let ns = env.namespace().to_owned();
     create_config_map(&env, "a").await;
-    let (client, requests) = recording_client(&env).await;
+    let (client, requests) = env.recording_client().await.expect("client");
     let watches = SharedWatches::new(client);
     let metrics = Metrics::new();
     watches.register_metrics(&metrics);
@@ -153,7 +127,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     wait_for_names("typed cache", &typed, &["a", "b"]).await;
     wait_for_names("dynamic cache", &dynamic, &["a", "b"]).await;
     assert_eq!(
-        requests.config_map_lists_and_watches(),
+        config_map_lists_and_watches(&requests),
         (1, 1),
         "two caches, one LIST and one WATCH"
     );
@@ -178,7 +152,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     wait_for_names("typed cache", &typed, &["a", "b", "c"]).await;
     wait_for_names("dynamic cache", &dynamic, &["a", "b", "c"]).await;
     wait_for_names("late cache", &late, &["a", "b", "c"]).await;
-    let (lists, watch_requests) = requests.config_map_lists_and_watches();
+    let (lists, watch_requests) = config_map_lists_and_watches(&requests);
     assert_eq!(lists, 2, "the late cache costs one relist");
     assert_eq!(
         watch_requests, 2,
@@ -201,7 +175,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     .expect("watch stopped");
     let (again, again_task) = cache(watches.watch::<ConfigMapName>(Some(&ns), &config));
     wait_for_names("new cache", &again, &["a", "b", "c"]).await;
-    assert_eq!(requests.config_map_lists_and_watches().0, 3, "a fresh LIST");
+    assert_eq!(config_map_lists_and_watches(&requests).0, 3, "a fresh LIST");
     again_task.abort();
     env.cleanup().await;
 }
@@ -211,7 +185,7 @@ async fn watches_of_other_namespaces_or_selectors_are_not_shared() {
     let env = TestEnv::start().await.expect("test environment");
     let ns = env.namespace().to_owned();
     create_config_map(&env, "a").await;
-    let (client, requests) = recording_client(&env).await;
+    let (client, requests) = env.recording_client().await.expect("client");
     let watches = SharedWatches::new(client);
     let all = watcher::Config::default();
     let labelled = watcher::Config::default().labels("app=none");
@@ -231,7 +205,7 @@ async fn watches_of_other_namespaces_or_selectors_are_not_shared() {
     .expect("synced");
     assert!(nothing.state().is_empty(), "the selector applies");
     assert!(!everything.state().is_empty());
-    assert_eq!(requests.config_map_lists_and_watches().0, 2, "two watches");
+    assert_eq!(config_map_lists_and_watches(&requests).0, 2, "two watches");
     t1.abort();
     t2.abort();
     env.cleanup().await;

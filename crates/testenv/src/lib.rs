@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+mod requests;
 mod wait;
 mod workloads;
 
@@ -21,6 +22,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
+pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
 pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
 pub use vigil_sandbox;
 pub use wait::{WaitError, wait_for};
@@ -156,10 +158,14 @@ impl TestEnv {
         self.client.clone()
     }
 
-    /// The client configuration, for a test that builds its own client (with a layer that
-    /// records requests, say).
+    /// The client configuration, for a test that builds a client of its own.
     pub async fn config(&self) -> Result<Config, TestEnvError> {
         config_from_text(&self.kubeconfig_text).await
+    }
+
+    /// A client that records every request it sends (see [`RequestLog`]).
+    pub async fn recording_client(&self) -> Result<(Client, RequestLog), TestEnvError> {
+        Ok(recording_client(self.config().await?)?)
     }
 
     /// This test's namespace.

@@ -1,0 +1,218 @@
+//! Requests a client sent, recorded for tests, and the RBAC attributes the API server's
+//! authorizer checks for each one: verb, API group, resource (with its subresource). They are
+//! derived the way kube-apiserver's `RequestInfoFactory` derives them, so a test can check that
+//! the ClusterRole generated from a controller's declared permissions grants everything its code
+//! actually does. The sandbox does not enforce RBAC, so without such a check a missing verb
+//! would show only on a real cluster.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use kube::Client;
+
+/// What RBAC checks for one resource request.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RbacAttributes {
+    /// The API group, "" for the core group.
+    pub group: String,
+    /// The resource, as `resource` or `resource/subresource`.
+    pub resource: String,
+    /// get, list, watch, create, update, patch, delete or deletecollection.
+    pub verb: String,
+}
+
+impl std::fmt::Display for RbacAttributes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            &self.group
+        };
+        write!(f, "{} {}/{}", self.verb, group, self.resource)
+    }
+}
+
+/// Every request a recording client sent: method and URI (path and query).
+#[derive(Clone, Debug, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<(String, String)>>>);
+
+impl RequestLog {
+    fn push(&self, method: &str, uri: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((method.to_owned(), uri.to_owned()));
+    }
+
+    /// The requests so far, in order: (method, URI).
+    pub fn requests(&self) -> Vec<(String, String)> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The RBAC attributes of the resource requests so far (discovery and other non-resource
+    /// URLs are left out: every authenticated user may read them).
+    pub fn rbac_attributes(&self) -> BTreeSet<RbacAttributes> {
+        self.requests()
+            .iter()
+            .filter_map(|(method, uri)| rbac_attributes(method, uri))
+            .collect()
+    }
+}
+
+/// A client built from `config` that records every request in the returned log.
+pub fn recording_client(config: kube::Config) -> Result<(Client, RequestLog), kube::Error> {
+    let log = RequestLog::default();
+    let recorder = log.clone();
+    let layer =
+        tower::util::MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+            let uri = request
+                .uri()
+                .path_and_query()
+                .map_or_else(|| request.uri().path().to_owned(), ToString::to_string);
+            recorder.push(request.method().as_str(), &uri);
+            request
+        });
+    let client = kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&layer)
+        .build();
+    Ok((client, log))
+}
+
+/// The RBAC attributes of a request, or `None` for a non-resource URL (discovery, `/version`,
+/// `/openapi`…).
+pub fn rbac_attributes(method: &str, uri: &str) -> Option<RbacAttributes> {
+    let (path, query) = uri.split_once('?').unwrap_or((uri, ""));
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    // /api/v1/… (core) or /apis/group/version/…
+    let (group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => ("", rest),
+        ["apis", group, _version, rest @ ..] => (*group, rest),
+        _ => return None,
+    };
+    // Namespaced requests: namespaces/{ns}/{resource}… — except the namespace's own
+    // subresources (namespaces/{ns}/status, /finalize), which are about the namespace itself.
+    let rest: &[&str] = match rest {
+        ["namespaces", _ns, sub, ..] if *sub != "status" && *sub != "finalize" => &rest[2..],
+        _ => rest,
+    };
+    let (resource, name, subresource) = match rest {
+        [] => return None,
+        [resource] => (*resource, None, None),
+        [resource, name] => (*resource, Some(*name), None),
+        [resource, name, sub, ..] => (*resource, Some(*name), Some(*sub)),
+    };
+    let watching = query
+        .split('&')
+        .any(|pair| pair == "watch=true" || pair == "watch=1");
+    let verb = match (method, name.is_some()) {
+        ("GET", _) if watching => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) => "deletecollection",
+        _ => return None,
+    };
+    Some(RbacAttributes {
+        group: group.to_owned(),
+        resource: match subresource {
+            Some(sub) => format!("{resource}/{sub}"),
+            None => resource.to_owned(),
+        },
+        verb: verb.to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attrs(method: &str, uri: &str) -> Option<String> {
+        rbac_attributes(method, uri).map(|a| a.to_string())
+    }
+
+    #[test]
+    fn verbs_follow_method_name_and_watch() {
+        let cases = [
+            ("GET", "/api/v1/pods?limit=500", "list core/pods"),
+            (
+                "GET",
+                "/api/v1/namespaces/a/pods?watch=true&resourceVersion=5",
+                "watch core/pods",
+            ),
+            ("GET", "/api/v1/namespaces/a/pods/p", "get core/pods"),
+            ("POST", "/api/v1/namespaces/a/pods", "create core/pods"),
+            (
+                "PUT",
+                "/api/v1/namespaces/a/configmaps/c",
+                "update core/configmaps",
+            ),
+            ("DELETE", "/api/v1/namespaces/a/pods/p", "delete core/pods"),
+            (
+                "DELETE",
+                "/api/v1/namespaces/a/pods",
+                "deletecollection core/pods",
+            ),
+            (
+                "PATCH",
+                "/apis/mycrd.com/v1/criticalservices/x/status?fieldManager=v",
+                "patch mycrd.com/criticalservices/status",
+            ),
+            (
+                "POST",
+                "/apis/events.k8s.io/v1/namespaces/default/events",
+                "create events.k8s.io/events",
+            ),
+        ];
+        for (method, uri, expected) in cases {
+            assert_eq!(
+                attrs(method, uri).as_deref(),
+                Some(expected),
+                "{method} {uri}"
+            );
+        }
+    }
+
+    #[test]
+    fn namespaces_and_their_own_subresources() {
+        assert_eq!(
+            attrs("GET", "/api/v1/namespaces").as_deref(),
+            Some("list core/namespaces")
+        );
+        assert_eq!(
+            attrs("GET", "/api/v1/namespaces/a").as_deref(),
+            Some("get core/namespaces")
+        );
+        assert_eq!(
+            attrs("PUT", "/api/v1/namespaces/a/status").as_deref(),
+            Some("update core/namespaces/status")
+        );
+        assert_eq!(
+            attrs("PUT", "/api/v1/namespaces/a/finalize").as_deref(),
+            Some("update core/namespaces/finalize")
+        );
+        assert_eq!(
+            attrs("GET", "/api/v1/namespaces/a/services").as_deref(),
+            Some("list core/services")
+        );
+    }
+
+    #[test]
+    fn discovery_is_not_a_resource_request() {
+        for uri in [
+            "/api",
+            "/apis",
+            "/api/v1",
+            "/apis/apps/v1",
+            "/version",
+            "/openapi/v2",
+        ] {
+            assert_eq!(attrs("GET", uri), None, "{uri}");
+        }
+    }
+}
