@@ -10,3 +10,47 @@ pub struct Permission {
     pub resources: &'static [&'static str],
     pub verbs: &'static [&'static str],
 }
+
+/// Every (group, resource, verb) that `permissions` grant, one by one: what a test compares with
+/// the requests a controller made.
+pub fn granted(
+    permissions: &[Permission],
+) -> impl Iterator<Item = (&'static str, &'static str, &'static str)> + '_ {
+    permissions.iter().flat_map(|p| {
+        p.resources
+            .iter()
+            .flat_map(move |resource| p.verbs.iter().map(move |verb| (p.group, *resource, *verb)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn granted_lists_each_verb_on_each_resource() {
+        let rules = [
+            Permission {
+                group: "",
+                resources: &["pods", "services"],
+                verbs: &["list", "watch"],
+            },
+            Permission {
+                group: "mycrd.com",
+                resources: &["criticalservices/status"],
+                verbs: &["patch"],
+            },
+        ];
+        let all: Vec<_> = granted(&rules).collect();
+        assert_eq!(
+            all,
+            [
+                ("", "pods", "list"),
+                ("", "pods", "watch"),
+                ("", "services", "list"),
+                ("", "services", "watch"),
+                ("mycrd.com", "criticalservices/status", "patch"),
+            ]
+        );
+    }
+}

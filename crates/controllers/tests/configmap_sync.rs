@@ -28,11 +28,12 @@ use vigil_controllers::configmap_sync::controller;
 use vigil_controllers::configmap_sync::model::{
     CONTENT_HASH_ANNOTATION, OWNER_ANNOTATION, SHAREABLE_WITH_ANNOTATION, Settings,
 };
+use vigil_controllers::permissions;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::Fault;
-use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, wait_for};
+use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
 
 /// What "a while" means for a fan-out to many namespaces.
 const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -137,11 +138,15 @@ impl World {
 
     /// Runs the controller with these settings.
     fn controller_with(&self, settings: Settings) -> Running {
+        self.controller_with_client(settings, self.env.client())
+    }
+
+    /// Runs the controller with these settings and its own client.
+    fn controller_with_client(&self, settings: Settings, client: kube::Client) -> Running {
         let (leading_tx, leading) = watch::channel(Leadership::Leading);
         let (stop, mut stopped) = watch::channel(false);
         let metrics = Metrics::new();
         let registry = metrics.clone();
-        let client = self.env.client();
         let task = tokio::spawn(async move {
             let _keep = leading_tx;
             let watches = SharedWatches::new(client.clone());
@@ -1207,4 +1212,43 @@ async fn secrets_are_copied_only_when_the_operator_enables_them() {
     .await
     .expect("updated copy");
     w.finish(on).await;
+}
+
+/// The ClusterRole `vigil manifests` generates from the controller's declared permissions is
+/// exactly what its code uses through a whole lifecycle (a copy created, updated from its
+/// source, then deleted with the ConfigMapSync through the finalizer): every request is granted,
+/// and every granted verb is used but one that only an Event repeating needs. Requests are
+/// recorded on the client side (the sandbox does not enforce RBAC), so this holds on a real
+/// cluster too.
+#[tokio::test]
+async fn the_controllers_requests_are_exactly_its_declared_permissions() {
+    let mut w = World::start().await;
+    let src = w.create_ns("src", &[]).await;
+    let dst = w.create_ns("dst", &[]).await;
+    w.put_cm(&src, "cfg", &[("v", "1")]).await;
+    let (client, log) = w.env.recording_client().await.expect("recording client");
+    let settings = Settings {
+        trust_all: true,
+        secrets: false,
+    };
+    let running = w.controller_with_client(settings, client);
+    w.create_sync(
+        "s",
+        json!({"sourceNamespace": src, "destinationNamespace": dst, "configMapName": "cfg"}),
+    )
+    .await;
+    w.wait_status("s", "synced", |s| all_synced(s, 1)).await;
+    w.put_cm(&src, "cfg", &[("v", "2")]).await;
+    w.wait_data(&dst, "cfg", &[("v", "2")]).await;
+    w.syncs()
+        .delete("s", &DeleteParams::default())
+        .await
+        .expect("delete sync");
+    w.wait_gone(&dst, "cfg").await;
+
+    let granted = permissions::granted(controller::PERMISSIONS)
+        .map(|(group, resource, verb)| RbacAttributes::new(group, resource, verb));
+    log.check_exactly(granted, &["patch events.k8s.io/events"])
+        .expect("the ClusterRole is exactly what the code uses");
+    w.finish(running).await;
 }

@@ -21,6 +21,16 @@ pub struct RbacAttributes {
     pub verb: String,
 }
 
+impl RbacAttributes {
+    pub fn new(group: &str, resource: &str, verb: &str) -> Self {
+        Self {
+            group: group.to_owned(),
+            resource: resource.to_owned(),
+            verb: verb.to_owned(),
+        }
+    }
+}
+
 impl std::fmt::Display for RbacAttributes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let group = if self.group.is_empty() {
@@ -59,6 +69,32 @@ impl RequestLog {
             .iter()
             .filter_map(|(method, uri)| rbac_attributes(method, uri))
             .collect()
+    }
+
+    /// Checks that a role granting `granted` is exactly what the requests so far needed: an
+    /// error names each request it does not grant, and each grant no request used — except
+    /// those in `may_be_unused` (as `RbacAttributes` display them, e.g.
+    /// `patch events.k8s.io/events`), grants whose use a test cannot always provoke.
+    pub fn check_exactly(
+        &self,
+        granted: impl IntoIterator<Item = RbacAttributes>,
+        may_be_unused: &[&str],
+    ) -> Result<(), String> {
+        let used = self.rbac_attributes();
+        let granted: BTreeSet<RbacAttributes> = granted.into_iter().collect();
+        let ungranted: Vec<String> = used.difference(&granted).map(ToString::to_string).collect();
+        let unused: Vec<String> = granted
+            .difference(&used)
+            .map(ToString::to_string)
+            .filter(|a| !may_be_unused.contains(&a.as_str()))
+            .collect();
+        if ungranted.is_empty() && unused.is_empty() {
+            Ok(())
+        } else {
+            Err(format!(
+                "requests not granted: {ungranted:?}; granted but never used: {unused:?}"
+            ))
+        }
     }
 }
 
@@ -199,6 +235,39 @@ mod tests {
         assert_eq!(
             attrs("GET", "/api/v1/namespaces/a/services").as_deref(),
             Some("list core/services")
+        );
+    }
+
+    #[test]
+    fn exactly_means_nothing_missing_and_nothing_unused() {
+        let log = RequestLog::default();
+        log.push("GET", "/api/v1/pods?watch=true");
+        log.push("POST", "/api/v1/namespaces/a/pods");
+        log.push("GET", "/apis");
+        let role = |verbs: &[&str]| -> Vec<RbacAttributes> {
+            verbs
+                .iter()
+                .map(|v| RbacAttributes::new("", "pods", v))
+                .collect()
+        };
+        assert_eq!(log.check_exactly(role(&["watch", "create"]), &[]), Ok(()));
+        let missing = log
+            .check_exactly(role(&["watch"]), &[])
+            .expect_err("create missing");
+        assert!(
+            missing.contains("not granted: [\"create core/pods\"]"),
+            "{missing}"
+        );
+        let unused = log
+            .check_exactly(role(&["watch", "create", "delete"]), &[])
+            .expect_err("delete unused");
+        assert!(
+            unused.contains("never used: [\"delete core/pods\"]"),
+            "{unused}"
+        );
+        assert_eq!(
+            log.check_exactly(role(&["watch", "create", "delete"]), &["delete core/pods"]),
+            Ok(())
         );
     }
 
