@@ -24,13 +24,16 @@ use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use vigil_apis::StatusBackupPolicy;
+use vigil_controllers::permissions;
+use vigil_controllers::status_vault::PERMISSIONS;
+use vigil_controllers::status_vault::controller::covered_kind_permissions;
 use vigil_controllers::status_vault::model::Settings;
 use vigil_controllers::status_vault::{RestoreOutcome, StatusRestorer, StatusVault};
 use vigil_runtime::conditions;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
-use vigil_testenv::{SETTLE_TIMEOUT, TestEnv, wait_for};
+use vigil_testenv::{RbacAttributes, RequestLog, SETTLE_TIMEOUT, TestEnv, wait_for};
 use vigil_vault::{ObjectKey, Record, Vault, VaultOptions};
 
 const GROUP: &str = "infra.example.com";
@@ -183,13 +186,42 @@ async fn start(env: &TestEnv) -> Running {
     start_in(env, dir, serial).await
 }
 
+/// Like [`start`], the controller's client recording its requests.
+async fn start_recording(env: &TestEnv) -> (Running, RequestLog) {
+    let serial = if env.is_sandbox() {
+        None
+    } else {
+        Some(CLUSTER_SERIAL.lock().await)
+    };
+    let client = env.client();
+    install_policy_crd(&client).await;
+    install_crd(
+        &client,
+        crd(GROUP, KIND, "kubernetesclusters", true),
+        &clusters_ar(),
+    )
+    .await;
+    let dir = vault_dir(env);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (client, log) = env.recording_client().await.expect("recording client");
+    (start_with_client(dir, serial, client).await, log)
+}
+
 /// Runs the controller on an existing vault directory.
 async fn start_in(
     env: &TestEnv,
     dir: PathBuf,
     serial: Option<tokio::sync::MutexGuard<'static, ()>>,
 ) -> Running {
-    let client = env.client();
+    start_with_client(dir, serial, env.client()).await
+}
+
+/// Runs the controller on an existing vault directory, with its own client.
+async fn start_with_client(
+    dir: PathBuf,
+    serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+    client: Client,
+) -> Running {
     let settings = Settings {
         default_location: dir.display().to_string(),
         default_key_file: None,
@@ -1232,5 +1264,59 @@ async fn a_standby_writes_nothing_until_it_leads() {
     let _ = std::fs::remove_dir_all(&standby_dir);
     delete_policy(&env, &policy).await;
     leader.stop().await;
+    env.cleanup().await;
+}
+
+/// The ClusterRole `vigil manifests --status-vault-resources kubernetesclusters.infra.example.com`
+/// generates is exactly what the vault's code uses through a capture and an automatic restore:
+/// every request is granted, and every granted verb is used but one that only an Event
+/// repeating needs. Requests are recorded on the client side (the sandbox does not enforce
+/// RBAC), so this holds on a real cluster too.
+#[tokio::test]
+async fn the_vaults_requests_are_exactly_its_declared_permissions() {
+    let env = TestEnv::start().await.expect("env");
+    let (running, log) = start_recording(&env).await;
+    let policy = unique(&env, "clusters");
+    create_policy(&env, &policy, clusters_policy()).await;
+    wait_condition(&env, &policy, "Ready", "True").await;
+    let api = clusters(&env);
+    let name = "rbac";
+    apply_from_git(&env, name).await;
+    set_status(&api, name, article_status()).await;
+    let key = key(&env, name);
+    wait_history(&running.dir, &key, "the status captured", |h| {
+        h.last().is_some_and(|r| r.status == article_status())
+    })
+    .await;
+    delete_and_wait(&api, name).await;
+    apply_from_git(&env, name).await;
+    wait_for(
+        "the status restored and annotated",
+        SETTLE_TIMEOUT,
+        || async {
+            let obj = api.get(name).await.map_err(|e| e.to_string())?;
+            let annotated = obj
+                .annotations()
+                .contains_key("vigil.dev/status-restored-from");
+            Ok((obj.data.get("status") == Some(&article_status()) && annotated).then_some(()))
+        },
+    )
+    .await
+    .expect("restored");
+    delete_policy(&env, &policy).await;
+    running.stop().await;
+
+    let covered = covered_kind_permissions(&[format!("kubernetesclusters.{GROUP}")]);
+    let granted = permissions::granted(PERMISSIONS)
+        .map(|(group, resource, verb)| RbacAttributes::new(group, resource, verb))
+        .chain(covered.iter().flat_map(|(group, resources, verbs)| {
+            resources.iter().flat_map(move |resource| {
+                verbs
+                    .iter()
+                    .map(move |verb| RbacAttributes::new(group, resource, verb))
+            })
+        }));
+    log.check_exactly(granted, &["patch events.k8s.io/events"])
+        .expect("the ClusterRole is exactly what the code uses");
     env.cleanup().await;
 }
