@@ -44,6 +44,11 @@ use tracing::Instrument as _;
 /// attempts to acquire, so replicas started together do not hit the API server in lockstep.
 const JITTER_FACTOR: f64 = 1.2;
 
+/// What the elector does with its Lease (`coordination.k8s.io/v1` `leases`): read it, create it
+/// when missing, then take, renew and release it with updates (a resourceVersion-guarded PUT).
+/// `vigil manifests` grants exactly these verbs.
+pub const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+
 /// `leaseDurationSeconds` written on release: the Lease is free, and any reader that ignores the
 /// empty holder still sees it expire within a second.
 const RELEASED_LEASE_SECONDS: i32 = 1;

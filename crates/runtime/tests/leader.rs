@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use tokio::sync::watch;
-use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership};
+use vigil_runtime::leader::{LEASE_VERBS, LeaderElectionConfig, LeaderElector, Leadership};
 use vigil_testenv::vigil_sandbox::Fault;
-use vigil_testenv::{TestEnv, wait_for};
+use vigil_testenv::{RbacAttributes, TestEnv, wait_for};
 
 const LEASE_NAME: &str = "vigil-leader";
 const LEASE_DURATION: Duration = Duration::from_secs(1);
@@ -376,5 +376,45 @@ async fn rolling_replacement_hands_over_without_overlap() {
     for replica in replicas {
         replica.elector.shutdown().await;
     }
+    env.cleanup().await;
+}
+
+/// The elector's requests, through a whole term (the Lease created and taken, renewed, then
+/// released on shutdown), are exactly the verbs `vigil manifests` grants on Leases.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_electors_requests_are_exactly_the_lease_verbs_granted() {
+    let env = TestEnv::start().await.expect("test environment");
+    let (client, log) = env.recording_client().await.expect("recording client");
+    let config = LeaderElectionConfig {
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
+        ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, "replica-a")
+    };
+    let (elector, leadership) = LeaderElector::spawn(client, config);
+    wait_for("leadership", LEASE_DURATION * 5, || {
+        let leading = *leadership.borrow() == Leadership::Leading;
+        async move { Ok(leading.then_some(())) }
+    })
+    .await
+    .expect("leads");
+    let first = renew_time(&read_lease(&env).await);
+    wait_for("a renewal", LEASE_DURATION * 5, || {
+        let env = &env;
+        async move { Ok((renew_time(&read_lease(env).await) > first).then_some(())) }
+    })
+    .await
+    .expect("renewed");
+    elector.shutdown().await;
+    let released = read_lease(&env).await;
+    assert!(
+        holder(&released).unwrap_or_default().is_empty(),
+        "released: {released:?}"
+    );
+    let granted = LEASE_VERBS
+        .iter()
+        .map(|verb| RbacAttributes::new("coordination.k8s.io", "leases", verb));
+    log.check_exactly(granted, &[])
+        .expect("the Role is exactly what the elector uses");
     env.cleanup().await;
 }

@@ -14,6 +14,7 @@ use vigil_controllers::configmap_sync::controller as configmap_sync;
 use vigil_controllers::critical_service::controller as critical_service;
 use vigil_controllers::permissions::Permission;
 use vigil_controllers::status_vault;
+use vigil_runtime::leader::LEASE_VERBS;
 
 #[derive(Debug, clap::Args)]
 pub struct ManifestsArgs {
@@ -45,8 +46,6 @@ pub struct ManifestsArgs {
 }
 
 const NAME: &str = "vigil";
-/// The leader-election Lease's verbs (see `vigil_runtime::leader`: get, create, then update).
-const LEASE_VERBS: &[&str] = &["get", "create", "update"];
 
 /// The objects to install, in apply order.
 pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
