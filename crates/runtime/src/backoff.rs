@@ -130,11 +130,72 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
     pub fn forget(&self, key: &K) {
         self.counts().remove(key);
     }
+
+    /// What every controller's error policy does first: records the failure of `key` (`object`
+    /// names it in logs), counts the retry in `metrics`, logs, and says when to retry — and,
+    /// once, when this failure quarantines the key, the message for its Degraded condition and
+    /// Warning Event.
+    pub fn reconcile_failed(
+        &self,
+        key: &K,
+        object: &str,
+        error: &dyn std::fmt::Display,
+        metrics: &crate::metrics::ControllerMetrics,
+    ) -> Failed {
+        let retry = self.failure(key);
+        metrics.retry();
+        let quarantine = retry.newly_quarantined.then(|| {
+            tracing::warn!(%object, %error, attempts = retry.attempt, "quarantined: retrying slowly");
+            format!(
+                "{} consecutive failures, now retrying every {:?}: {error}",
+                retry.attempt, retry.delay
+            )
+        });
+        if quarantine.is_none() {
+            tracing::debug!(%object, %error, delay = ?retry.delay, "reconcile failed; retrying");
+        }
+        Failed {
+            // Never a zero delay, whatever the policy: a hot loop is what backoff prevents.
+            retry_after: retry.delay.max(Duration::from_millis(5)),
+            quarantine,
+        }
+    }
+}
+
+/// What [`Backoffs::reconcile_failed`] decided.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Failed {
+    /// When to reconcile the key again.
+    pub retry_after: Duration,
+    /// Set once, when this failure quarantined the key: report it (condition, Warning Event).
+    pub quarantine: Option<String>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconcile_failed_reports_quarantine_once_with_the_error() {
+        let backoffs = Backoffs::new(BackoffPolicy {
+            jitter: 0.0,
+            quarantine_after: 3,
+            ..BackoffPolicy::default()
+        });
+        let metrics = crate::metrics::Metrics::new().controller("test");
+        let fail = || backoffs.reconcile_failed(&"key", "ns/name", &"boom", &metrics);
+        let first = fail();
+        assert_eq!(first.retry_after, Duration::from_millis(5));
+        assert_eq!(first.quarantine, None);
+        assert_eq!(fail().quarantine, None);
+        let third = fail();
+        assert_eq!(
+            third.quarantine.as_deref(),
+            Some("3 consecutive failures, now retrying every 300s: boom")
+        );
+        assert_eq!(third.retry_after, Duration::from_secs(300));
+        assert_eq!(fail().quarantine, None, "reported once");
+    }
 
     #[test]
     fn doubles_from_five_ms_and_caps() {

@@ -930,19 +930,20 @@ async fn list_copies<K: Copied>(
 /// Failures retry with per-ConfigMapSync exponential backoff; one that keeps failing is
 /// quarantined (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
 fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = ctx.backoffs.failure(&ObjectRef::from_obj(sync.as_ref()));
-    ctx.metrics.retry();
-    if retry.newly_quarantined {
-        tracing::warn!(configmapsync = %sync.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
-        let message = format!(
-            "{} consecutive failures, now retrying every {:?}: {error}",
-            retry.attempt, retry.delay
-        );
+    let failed = ctx.backoffs.reconcile_failed(
+        &ObjectRef::from_obj(sync.as_ref()),
+        &format!(
+            "configmapsync/{}/{}",
+            sync.namespace().unwrap_or_default(),
+            sync.name_any()
+        ),
+        error,
+        &ctx.metrics,
+    );
+    if let Some(message) = failed.quarantine {
         tokio::spawn(report_quarantine(sync.clone(), ctx.clone(), message));
-    } else {
-        tracing::debug!(configmapsync = %sync.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
     }
-    Action::requeue(retry.delay.max(Duration::from_millis(5)))
+    Action::requeue(failed.retry_after)
 }
 
 /// Condition reason of a quarantined ConfigMapSync.

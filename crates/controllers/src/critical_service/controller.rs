@@ -804,19 +804,16 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
 /// failing is quarantined (retried slowly) and reported once: a `Degraded` condition and a
 /// Warning Event. The next successful pass recomputes its conditions and clears it.
 fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> Action {
-    let retry = ctx.backoffs.failure(&ObjectRef::from_obj(cr.as_ref()));
-    ctx.metrics.retry();
-    if retry.newly_quarantined {
-        tracing::warn!(criticalservice = %cr.name_any(), %error, attempts = retry.attempt, "quarantined: retrying slowly");
-        let message = format!(
-            "{} consecutive failures, now retrying every {:?}: {error}",
-            retry.attempt, retry.delay
-        );
+    let failed = ctx.backoffs.reconcile_failed(
+        &ObjectRef::from_obj(cr.as_ref()),
+        &format!("criticalservice/{}", cr.name_any()),
+        error,
+        &ctx.metrics,
+    );
+    if let Some(message) = failed.quarantine {
         tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
-    } else {
-        tracing::debug!(criticalservice = %cr.name_any(), %error, delay = ?retry.delay, "reconcile failed; retrying");
     }
-    Action::requeue(retry.delay.max(Duration::from_millis(5)))
+    Action::requeue(failed.retry_after)
 }
 
 /// Condition reason of a quarantined CriticalService.
