@@ -166,8 +166,8 @@ fn vault_dir(env: &TestEnv) -> PathBuf {
     std::env::temp_dir().join(format!("vigil-status-vault-{}", env.namespace()))
 }
 
-/// Installs the CRDs and runs the controller with a directory vault of this test's own.
-async fn start(env: &TestEnv) -> Running {
+/// Installs the CRDs and empties this test's vault directory; on a cluster, waits its turn.
+async fn prepare(env: &TestEnv) -> (PathBuf, Option<tokio::sync::MutexGuard<'static, ()>>) {
     let serial = if env.is_sandbox() {
         None
     } else {
@@ -183,26 +183,18 @@ async fn start(env: &TestEnv) -> Running {
     .await;
     let dir = vault_dir(env);
     let _ = std::fs::remove_dir_all(&dir);
+    (dir, serial)
+}
+
+/// Installs the CRDs and runs the controller with a directory vault of this test's own.
+async fn start(env: &TestEnv) -> Running {
+    let (dir, serial) = prepare(env).await;
     start_in(env, dir, serial).await
 }
 
 /// Like [`start`], the controller's client recording its requests.
 async fn start_recording(env: &TestEnv) -> (Running, RequestLog) {
-    let serial = if env.is_sandbox() {
-        None
-    } else {
-        Some(CLUSTER_SERIAL.lock().await)
-    };
-    let client = env.client();
-    install_policy_crd(&client).await;
-    install_crd(
-        &client,
-        crd(GROUP, KIND, "kubernetesclusters", true),
-        &clusters_ar(),
-    )
-    .await;
-    let dir = vault_dir(env);
-    let _ = std::fs::remove_dir_all(&dir);
+    let (dir, serial) = prepare(env).await;
     let (client, log) = env.recording_client().await.expect("recording client");
     (start_with_client(dir, serial, client).await, log)
 }

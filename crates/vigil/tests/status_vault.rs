@@ -39,6 +39,17 @@ impl Drop for Proc {
     }
 }
 
+/// A fresh directory of this test's own: (the directory, its kubeconfig path, its vault path).
+fn test_dir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir =
+        std::env::temp_dir().join(format!("vigil-status-vault-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let kubeconfig = dir.join("kubeconfig");
+    let vault = dir.join("vault");
+    (dir, kubeconfig, vault)
+}
+
 fn spawn_sandbox(kubeconfig: &Path) -> Proc {
     let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
         .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
@@ -213,12 +224,7 @@ async fn policy_ready(client: &kube::Client) -> Result<(), String> {
 
 #[tokio::test]
 async fn sigkill_during_a_burst_loses_no_status_and_duplicates_no_version() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("vigil-status-vault-crash-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("kubeconfig");
-    let vault_dir = dir.join("vault");
+    let (dir, kubeconfig, vault_dir) = test_dir("crash");
     let _sandbox = spawn_sandbox(&kubeconfig);
     let client = client(&kubeconfig).await;
     setup(&client, &vault_dir).await;
@@ -325,12 +331,7 @@ async fn scrape(addr: &str) -> Result<String, String> {
 
 #[tokio::test]
 async fn backing_up_criticalservices_shares_the_controllers_watch_of_them() {
-    let dir: PathBuf =
-        std::env::temp_dir().join(format!("vigil-status-vault-shared-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let kubeconfig = dir.join("kubeconfig");
-    let vault_dir = dir.join("vault");
+    let (dir, kubeconfig, vault_dir) = test_dir("shared");
     let _sandbox = spawn_sandbox(&kubeconfig);
     let client = client(&kubeconfig).await;
 
