@@ -11,11 +11,14 @@
 //!
 //! `VIGIL_CHURN_SEED` replays another mix (the failure message names the seed in use).
 
+mod support;
+
+use support::{Proc, client, spawn_sandbox};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -45,16 +48,6 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
 const SETTLED_FOR: Duration = Duration::from_secs(1);
 const SIGTERM_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A seeded linear congruential generator (Knuth's MMIX constants): the same seed, the same churn.
 struct Lcg(u64);
 
@@ -81,22 +74,6 @@ impl Lcg {
     fn chance(&mut self, percent: usize) -> bool {
         self.below(100) < percent
     }
-}
-
-fn spawn_sandbox(kubeconfig: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-        .arg(kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sandbox");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    assert!(line.contains("sandbox ready"), "{line}");
-    Proc(child)
 }
 
 /// One `vigil run`, its log in `log`.
@@ -136,14 +113,6 @@ async fn terminate(proc: &mut Proc) -> Option<ExitStatus> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 fn json<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> T {

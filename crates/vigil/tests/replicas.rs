@@ -2,9 +2,12 @@
 //! killed without a chance to release its Lease, the standby takes over within the lease
 //! duration and acts, and no fallback pod is ever duplicated.
 
-use std::io::{BufRead as _, BufReader};
+mod support;
+
+use support::{Proc, client, spawn_sandbox};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -16,32 +19,6 @@ use vigil_apis::CriticalService;
 
 const NS: &str = "replicas";
 const LEASE_DURATION: Duration = Duration::from_secs(2);
-
-/// A child process killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_sandbox(kubeconfig: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-        .arg(kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sandbox");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    assert!(line.contains("sandbox ready"), "{line}");
-    Proc(child)
-}
 
 fn spawn_replica(kubeconfig: &Path, name: &str) -> Proc {
     let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
@@ -73,14 +50,6 @@ fn spawn_replica(kubeconfig: &Path, name: &str) -> Proc {
         .spawn()
         .expect("spawn vigil run");
     Proc(child)
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Duration

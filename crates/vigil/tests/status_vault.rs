@@ -7,9 +7,12 @@
 //! Shared watches: backing up CriticalServices' status while the CriticalService controller runs
 //! takes one watch of CriticalServices, not two.
 
-use std::io::{BufRead as _, BufReader};
+mod support;
+
+use support::{Proc, client, spawn_sandbox};
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -29,16 +32,6 @@ const KIND: &str = "KubernetesCluster";
 const OBJECTS: usize = 100;
 const ROUNDS: usize = 10;
 
-/// A child process killed (SIGKILL) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A fresh directory of this test's own: (the directory, its kubeconfig path, its vault path).
 fn test_dir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let dir =
@@ -48,22 +41,6 @@ fn test_dir(name: &str) -> (PathBuf, PathBuf, PathBuf) {
     let kubeconfig = dir.join("kubeconfig");
     let vault = dir.join("vault");
     (dir, kubeconfig, vault)
-}
-
-fn spawn_sandbox(kubeconfig: &Path) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_vigil"))
-        .args(["sandbox", "--listen", "127.0.0.1:0", "--kubeconfig-out"])
-        .arg(kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn sandbox");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    assert!(line.contains("sandbox ready"), "{line}");
-    Proc(child)
 }
 
 fn spawn_vigil(kubeconfig: &Path, vault: &Path) -> Proc {
@@ -90,14 +67,6 @@ fn spawn_vigil_with(kubeconfig: &Path, vault: &Path, controllers: &str, metrics:
         .spawn()
         .expect("spawn vigil run");
     Proc(child)
-}
-
-async fn client(kubeconfig: &Path) -> kube::Client {
-    let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-        .await
-        .expect("config");
-    kube::Client::try_from(config).expect("client")
 }
 
 async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
