@@ -323,6 +323,18 @@ async fn apply_from_git(env: &TestEnv, name: &str) -> DynamicObject {
 }
 
 /// Writes a status through `/status`, as the cluster operator would.
+/// Applies cluster `name` from git, gives it the article's status, and waits until the vault in
+/// `dir` holds that status.
+async fn apply_with_status_captured(env: &TestEnv, dir: &Path, name: &str) -> DynamicObject {
+    let applied = apply_from_git(env, name).await;
+    set_status(&clusters(env), name, article_status()).await;
+    wait_history(dir, &key(env, name), "the status captured", |h| {
+        h.last().is_some_and(|r| r.status == article_status())
+    })
+    .await;
+    applied
+}
+
 async fn set_status(api: &Api<DynamicObject>, name: &str, status: Value) {
     api.patch_status(
         name,
@@ -453,13 +465,8 @@ async fn kubernetes_cluster_status_comes_back_before_a_vigil_controller_acts() {
     let (acted, consumer) = spawn_consumer(&env, running.restorer.clone());
 
     // The cluster operator provisions the cluster and records what the provider cannot give back.
-    let first = apply_from_git(&env, name).await;
-    set_status(&api, name, article_status()).await;
+    let first = apply_with_status_captured(&env, &running.dir, name).await;
     let key = key(&env, name);
-    wait_history(&running.dir, &key, "the status captured", |h| {
-        h.last().is_some_and(|r| r.status == article_status())
-    })
-    .await;
 
     // Deleted, then re-applied from git: the API server drops status, the object gets a new uid.
     delete_and_wait(&api, name).await;
@@ -1273,13 +1280,7 @@ async fn the_vaults_requests_are_exactly_its_declared_permissions() {
     wait_condition(&env, &policy, "Ready", "True").await;
     let api = clusters(&env);
     let name = "rbac";
-    apply_from_git(&env, name).await;
-    set_status(&api, name, article_status()).await;
-    let key = key(&env, name);
-    wait_history(&running.dir, &key, "the status captured", |h| {
-        h.last().is_some_and(|r| r.status == article_status())
-    })
-    .await;
+    apply_with_status_captured(&env, &running.dir, name).await;
     delete_and_wait(&api, name).await;
     apply_from_git(&env, name).await;
     wait_for(
