@@ -13,8 +13,9 @@
 //! Semantics a subscriber can rely on:
 //! - its stream is a kube-runtime watcher stream (`Init`, `InitApply`…, `InitDone`, then
 //!   `Apply`/`Delete`), so reflectors, indexes and [`crate::namespaces::merge`] take it as is;
-//! - a subscriber that joins a running watch needs the current state: the watch relists, and
-//!   the subscribers already there see an ordinary relist (their caches are level-based);
+//! - a subscriber that joins a running watch needs the current state: unless the watch's list
+//!   has not answered yet (then it just joins, with an `Init` of its own), the watch relists,
+//!   and the subscribers already there see an ordinary relist (their caches are level-based);
 //! - the watch backs off on errors itself (kube-runtime's default backoff) and forwards each
 //!   error, so subscribers log it but need no backoff of their own;
 //! - delivery is lossless: a subscriber's queue is bounded, and a full one makes the watch wait
@@ -375,6 +376,17 @@ fn shareable(event: watcher::Event<RawObject>) -> watcher::Event<Arc<RawObject>>
     }
 }
 
+/// What the current watcher stream has handed out, which decides what a newcomer needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delivered {
+    /// Nothing yet: a newcomer simply joins.
+    Nothing,
+    /// Only the relist's `Init`: a newcomer gets an `Init` of its own, then everything else.
+    InitOnly,
+    /// Objects or `InitDone`: a newcomer needs a relist.
+    Objects,
+}
+
 /// One shared watch: runs kube-runtime's watcher for its subscribers until the last leaves.
 async fn run_watch(
     client: Client,
@@ -399,34 +411,43 @@ async fn run_watch(
     };
     let mut subscribers: Vec<(u64, mpsc::Sender<RawEvent>)> = Vec::new();
     let mut stream = start();
-    // Whether `stream` has yielded anything: a subscriber joining before that needs no relist.
-    let mut started = false;
+    let mut delivered = Delivered::Nothing;
     loop {
         tokio::select! {
             // Joins and leaves first, so a newcomer is in place before the next event.
             biased;
             control = inbox.recv() => match control {
                 Some(Control::Join(id, tx)) => {
-                    subscribers.push((id, tx));
-                    if started {
+                    match delivered {
+                        Delivered::Nothing => {}
+                        // The list has not answered yet: the newcomer starts with its own
+                        // `Init` and gets every object with the others.
+                        Delivered::InitOnly => {
+                            let _ = tx.send(Ok(watcher::Event::Init)).await;
+                        }
                         // The newcomer needs the current state: relist for everyone.
-                        stream = start();
-                        started = false;
+                        Delivered::Objects => {
+                            stream = start();
+                            delivered = Delivered::Nothing;
+                        }
                     }
+                    subscribers.push((id, tx));
                 }
                 Some(Control::Leave(id)) => subscribers.retain(|(i, _)| *i != id),
                 None => break,
             },
             event = stream.next() => {
-                started = true;
                 let Some(event) = event else {
                     // kube's watcher never ends; if it did, start over.
                     stream = start();
-                    started = false;
+                    delivered = Delivered::Nothing;
                     continue;
                 };
-                if let Err(error) = &event {
-                    tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off");
+                match &event {
+                    Ok(watcher::Event::Init) => delivered = Delivered::InitOnly,
+                    Ok(_) => delivered = Delivered::Objects,
+                    // An error changes nothing delivered (a failed list starts again with Init).
+                    Err(error) => tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off"),
                 }
                 let event: RawEvent = event.map(shareable).map_err(Arc::new);
                 for (_, tx) in &subscribers {

@@ -16,6 +16,7 @@ use kube::{Resource, ResourceExt as _};
 use serde::Deserialize;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
+use vigil_testenv::vigil_sandbox::Fault;
 use vigil_testenv::{RequestLog, TestEnv, rbac_attributes, wait_for};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -208,5 +209,45 @@ async fn watches_of_other_namespaces_or_selectors_are_not_shared() {
     assert_eq!(config_map_lists_and_watches(&requests).0, 2, "two watches");
     t1.abort();
     t2.abort();
+    env.cleanup().await;
+}
+
+/// Sandbox only (latency injection): a cache that joins while the watch's first LIST is still
+/// in flight simply joins — it gets an `Init` of its own and the same objects — with no relist.
+#[tokio::test]
+async fn a_cache_joining_before_the_list_answers_costs_no_relist() {
+    let env = TestEnv::start().await.expect("test environment");
+    vigil_testenv::require_sandbox!(env);
+    let ns = env.namespace().to_owned();
+    create_config_map(&env, "a").await;
+    let Some(sandbox) = env.sandbox() else {
+        return;
+    };
+    sandbox.inject(Fault::slow(
+        "list",
+        "configmaps",
+        Duration::from_millis(500),
+    ));
+    let (client, requests) = env.recording_client().await.expect("client");
+    let watches = SharedWatches::new(client);
+    let config = watcher::Config::default();
+    let (first, first_task) = cache(watches.watch::<ConfigMap>(Some(&ns), &config));
+    wait_for("the first LIST to be sent", TIMEOUT, || {
+        let sent = config_map_lists_and_watches(&requests).0 == 1;
+        async move { Ok(sent.then_some(())) }
+    })
+    .await
+    .expect("LIST sent");
+    let (second, second_task) = cache(watches.watch::<ConfigMapName>(Some(&ns), &config));
+    wait_for_names("first cache", &first, &["a"]).await;
+    wait_for_names("second cache", &second, &["a"]).await;
+    assert_eq!(
+        config_map_lists_and_watches(&requests),
+        (1, 1),
+        "the newcomer rode on the LIST in flight"
+    );
+    sandbox.clear_faults();
+    first_task.abort();
+    second_task.abort();
     env.cleanup().await;
 }
