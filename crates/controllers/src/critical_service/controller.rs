@@ -31,8 +31,8 @@ use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
 use super::lame;
 use super::model::{
-    CRITICAL_SERVICE_LABEL, CriticalServiceView, Inputs, Plan, PodView, SERVICE_LABEL, ServiceView,
-    Settings, SliceView, TemplateKey, TemplateLookup,
+    CRITICAL_SERVICE_LABEL, CriticalServiceView, EventNote, Inputs, Plan, PodRef, PodView,
+    SERVICE_LABEL, ServiceView, Settings, SliceView, TemplateKey, TemplateLookup,
 };
 
 /// Name of the controller in metrics, logs and Events.
@@ -41,6 +41,8 @@ pub const NAME: &str = "criticalservice";
 /// thousand reconciles at once, each holding its own HTTP connection and buffers (most of the
 /// operator's memory at that moment) for no gain in speed on a shared API server.
 pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
+/// Writes one reconcile makes at once (fallback pods, Events).
+const WRITE_CONCURRENCY: usize = 16;
 /// Field manager of every write.
 pub const FIELD_MANAGER: &str = "vigil-criticalservice";
 
@@ -720,44 +722,23 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
     }
 }
 
-/// Writes what the plan asks for, and the status only when it changed.
+/// Writes what the plan asks for, and the status only when it changed. Fallback creates, then
+/// deletes, then Events, each go out [`WRITE_CONCURRENCY`] at a time: a CriticalService covering
+/// many Services that turn lame together gets all their fallbacks in a few round trips, and its
+/// next reconcile is not held up behind one round trip per pod and per Event.
 async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action, Error> {
-    let reference = cr.object_ref(&());
-    for pod in &plan.create {
-        let ns = pod.namespace().unwrap_or_default();
-        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-        match pods
-            .create(
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PostParams::default()
-                },
-                pod,
-            )
-            .await
-        {
-            Ok(_) => {}
-            // Already there (a previous pass, or a restart in the middle): the caches catch up.
-            Err(kube::Error::Api(status)) if status.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    for target in &plan.delete {
-        let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &target.namespace);
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(target.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match pods.delete(&target.name, &params).await {
-            Ok(_) => {}
-            // Gone already, or a different pod now carries the name: nothing of ours to delete.
-            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let creates: Vec<_> = plan
+        .create
+        .iter()
+        .map(|pod| create_fallback(ctx, pod))
+        .collect();
+    bounded(creates).await?;
+    let deletes: Vec<_> = plan
+        .delete
+        .iter()
+        .map(|target| delete_fallback(ctx, target))
+        .collect();
+    bounded(deletes).await?;
     if ctx.written.effective(cr).as_ref() != Some(&plan.status) {
         let api: Api<CriticalService> = Api::all(ctx.client.clone());
         // A merge patch leaves out what serializes as absent: send the lists that may have been
@@ -773,31 +754,86 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
         .await?;
         ctx.written.remember(cr, &plan.status);
     }
-    for note in &plan.events {
-        let event = KubeEvent {
-            type_: if note.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: note.reason.clone(),
-            note: Some(note.note.clone()),
-            action: "Reconcile".into(),
-            secondary: note.pod.as_ref().map(|(namespace, name)| ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                namespace: Some(namespace.clone()),
-                name: Some(name.clone()),
-                ..ObjectReference::default()
-            }),
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record an event");
-        }
-    }
+    let reference = cr.object_ref(&());
+    let events: Vec<_> = plan
+        .events
+        .iter()
+        .map(|note| async {
+            publish(ctx, &reference, note).await;
+            Ok(())
+        })
+        .collect();
+    bounded(events).await?;
     Ok(plan
         .requeue_after
         .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Runs `writes`, [`WRITE_CONCURRENCY`] at a time, to the end; then the first error, if any.
+async fn bounded<F>(writes: Vec<F>) -> Result<(), Error>
+where
+    F: std::future::Future<Output = Result<(), Error>>,
+{
+    let results: Vec<Result<(), Error>> = futures::stream::iter(writes)
+        .buffer_unordered(WRITE_CONCURRENCY)
+        .collect()
+        .await;
+    results.into_iter().collect()
+}
+
+async fn create_fallback(ctx: &Context, pod: &Pod) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let params = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match pods.create(&params, pod).await {
+        Ok(_) => Ok(()),
+        // Already there (a previous pass, or a restart in the middle): the caches catch up.
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn delete_fallback(ctx: &Context, target: &PodRef) -> Result<(), Error> {
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &target.namespace);
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(target.uid.clone()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match pods.delete(&target.name, &params).await {
+        Ok(_) => Ok(()),
+        // Gone already, or a different pod now carries the name: nothing of ours to delete.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Records an Event about the CriticalService (best effort: a failure is only logged).
+async fn publish(ctx: &Context, reference: &ObjectReference, note: &EventNote) {
+    let event = KubeEvent {
+        type_: if note.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: note.reason.clone(),
+        note: Some(note.note.clone()),
+        action: "Reconcile".into(),
+        secondary: note.pod.as_ref().map(|(namespace, name)| ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Pod".into()),
+            namespace: Some(namespace.clone()),
+            name: Some(name.clone()),
+            ..ObjectReference::default()
+        }),
+    };
+    if let Err(e) = ctx.recorder.publish(&event, reference).await {
+        tracing::debug!(error = %e, "could not record an event");
+    }
 }
 
 /// Failures retry with per-CriticalService exponential backoff; a CriticalService that keeps
