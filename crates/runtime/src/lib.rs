@@ -6,6 +6,7 @@
 //! | [`cache`] | lean caches: slimmed watch streams for reflectors, kept in step with an index |
 //! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
 //! | [`conditions`] | status conditions by the API conventions |
+//! | [`events`] | Kubernetes Events, recorded best effort |
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
 //! | [`queue`] | work-queue metrics (adds, depth, wait) for a kube-runtime `Controller` |
@@ -19,6 +20,7 @@ pub mod backoff;
 pub mod cache;
 pub mod compact;
 pub mod conditions;
+pub mod events;
 pub mod health;
 pub mod index;
 pub mod leader;

@@ -10,7 +10,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -22,6 +22,7 @@ use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_all};
+use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
@@ -855,20 +856,8 @@ async fn patch_status(
 async fn publish(ctx: &Context, sync: &ConfigMapSync, events: &[EventNote]) {
     let reference = sync.object_ref(&());
     for note in events {
-        let event = KubeEvent {
-            type_: if note.warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: note.reason.clone(),
-            note: Some(note.note.clone()),
-            action: "Sync".into(),
-            secondary: None,
-        };
-        if let Err(e) = ctx.recorder.publish(&event, &reference).await {
-            tracing::debug!(error = %e, "could not record an event");
-        }
+        let event = events::event(note.warning, &note.reason, &note.note, "Sync");
+        events::record(&ctx.recorder, &event, &reference).await;
     }
 }
 

@@ -10,7 +10,7 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
@@ -20,6 +20,7 @@ use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
+use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
@@ -814,26 +815,15 @@ async fn delete_fallback(ctx: &Context, target: &PodRef) -> Result<(), Error> {
 
 /// Records an Event about the CriticalService (best effort: a failure is only logged).
 async fn publish(ctx: &Context, reference: &ObjectReference, note: &EventNote) {
-    let event = KubeEvent {
-        type_: if note.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: note.reason.clone(),
-        note: Some(note.note.clone()),
-        action: "Reconcile".into(),
-        secondary: note.pod.as_ref().map(|(namespace, name)| ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(namespace.clone()),
-            name: Some(name.clone()),
-            ..ObjectReference::default()
-        }),
-    };
-    if let Err(e) = ctx.recorder.publish(&event, reference).await {
-        tracing::debug!(error = %e, "could not record an event");
-    }
+    let mut event = events::event(note.warning, &note.reason, &note.note, "Reconcile");
+    event.secondary = note.pod.as_ref().map(|(namespace, name)| ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.clone()),
+        name: Some(name.clone()),
+        ..ObjectReference::default()
+    });
+    events::record(&ctx.recorder, &event, reference).await;
 }
 
 /// Failures retry with per-CriticalService exponential backoff; a CriticalService that keeps
@@ -885,14 +875,6 @@ async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message:
             tracing::debug!(error = %e, "could not report the quarantine in status");
         }
     }
-    let event = KubeEvent {
-        type_: EventType::Warning,
-        reason: REASON_RECONCILE_FAILING.into(),
-        note: Some(message),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &cr.object_ref(&())).await {
-        tracing::debug!(error = %e, "could not record the quarantine event");
-    }
+    let event = events::event(true, REASON_RECONCILE_FAILING, &message, "Reconcile");
+    events::record(&ctx.recorder, &event, &cr.object_ref(&())).await;
 }

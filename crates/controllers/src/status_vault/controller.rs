@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ApiResource, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -21,6 +21,7 @@ use tokio::sync::{Notify, watch};
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::events;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
@@ -682,20 +683,8 @@ impl Supervisor {
                 }
             }
             for (reason, message) in &plan.warnings {
-                let event = KubeEvent {
-                    type_: EventType::Warning,
-                    reason: reason.clone(),
-                    note: Some(message.clone()),
-                    action: "Watch".into(),
-                    secondary: None,
-                };
-                if let Err(e) = shared
-                    .recorder
-                    .publish(&event, &policy.object_ref(&()))
-                    .await
-                {
-                    tracing::debug!(error = %e, "could not record an event");
-                }
+                let event = events::event(true, reason, message, "Watch");
+                events::record(&shared.recorder, &event, &policy.object_ref(&())).await;
             }
         }
         ok

@@ -9,11 +9,12 @@
 use std::sync::Arc;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt as _};
 use serde_json::json;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::BackoffPolicy;
+use vigil_runtime::events;
 use vigil_runtime::leader::Leadership;
 use vigil_vault::{ObjectKey, Record};
 
@@ -271,16 +272,9 @@ async fn publish(
         uid: obj.uid(),
         ..Default::default()
     };
-    let event = KubeEvent {
-        type_,
-        reason: reason.into(),
-        note: Some(note.into()),
-        action: "RestoreStatus".into(),
-        secondary: None,
-    };
-    if let Err(e) = shared.recorder.publish(&event, &reference).await {
-        tracing::debug!(error = %e, "could not record an event");
-    }
+    let warning = matches!(type_, EventType::Warning);
+    let event = events::event(warning, reason, note, "RestoreStatus");
+    events::record(&shared.recorder, &event, &reference).await;
 }
 
 /// How the controller retries a restore that is pending.
