@@ -65,6 +65,30 @@ pub fn set(conditions: &mut Vec<Condition>, new: &NewCondition<'_>, now: &Time) 
     }
 }
 
+/// Reason of the `Degraded` condition of an object whose reconciles keep failing (quarantined).
+pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
+
+/// Marks `conditions` `Degraded=True` with reason [`REASON_RECONCILE_FAILING`] and `message`, as
+/// of now: the status half of a quarantine report. Returns whether anything changed.
+pub fn set_reconcile_failing(
+    conditions: &mut Vec<Condition>,
+    message: &str,
+    observed_generation: Option<i64>,
+) -> bool {
+    let degraded = NewCondition {
+        type_: "Degraded",
+        status: Status::True,
+        reason: REASON_RECONCILE_FAILING,
+        message,
+        observed_generation,
+    };
+    set(
+        conditions,
+        &degraded,
+        &Time(k8s_openapi::jiff::Timestamp::now()),
+    )
+}
+
 /// The condition of a type, if set.
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

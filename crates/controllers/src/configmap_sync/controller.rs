@@ -22,6 +22,7 @@ use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_all};
+use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
@@ -936,21 +937,11 @@ fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> A
 }
 
 /// Condition reason of a quarantined ConfigMapSync.
-pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
+pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
 
 async fn report_quarantine(sync: Arc<ConfigMapSync>, ctx: Arc<Context>, message: String) {
-    use vigil_runtime::conditions::{NewCondition, Status, set};
     let mut status = sync.status.clone().unwrap_or_default();
-    let degraded = NewCondition {
-        type_: decide::DEGRADED,
-        status: Status::True,
-        reason: REASON_RECONCILE_FAILING,
-        message: &message,
-        observed_generation: sync.metadata.generation,
-    };
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    if set(&mut status.conditions, &degraded, &now)
+    if conditions::set_reconcile_failing(&mut status.conditions, &message, sync.metadata.generation)
         && let Err(e) = patch_status(&ctx, &sync, &status).await
     {
         tracing::debug!(error = %e, "could not report the quarantine in status");

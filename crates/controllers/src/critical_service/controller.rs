@@ -20,6 +20,7 @@ use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
+use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
@@ -843,25 +844,15 @@ fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> A
 }
 
 /// Condition reason of a quarantined CriticalService.
-pub const REASON_RECONCILE_FAILING: &str = "ReconcileFailing";
+pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
 
 async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message: String) {
-    use vigil_runtime::conditions::{NewCondition, Status, set};
     let mut conditions = cr
         .status
         .as_ref()
         .map(|s| s.conditions.clone())
         .unwrap_or_default();
-    let degraded = NewCondition {
-        type_: super::decide::DEGRADED,
-        status: Status::True,
-        reason: REASON_RECONCILE_FAILING,
-        message: &message,
-        observed_generation: cr.metadata.generation,
-    };
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    if set(&mut conditions, &degraded, &now) {
+    if conditions::set_reconcile_failing(&mut conditions, &message, cr.metadata.generation) {
         let api: Api<CriticalService> = Api::all(ctx.client.clone());
         let patch = serde_json::json!({"status": {"conditions": conditions}});
         if let Err(e) = api
