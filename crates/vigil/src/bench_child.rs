@@ -25,19 +25,55 @@ pub(crate) struct Vigil {
     log: Arc<Mutex<LogNotes>>,
 }
 
-#[derive(Default)]
-struct LogNotes {
-    warnings: usize,
-    errors: usize,
-    /// The first few WARN/ERROR lines.
-    first: Vec<String>,
+/// What the child's log said, in counts and a few lines.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogNotes {
+    pub(crate) warnings: usize,
+    pub(crate) errors: usize,
+    /// Lines from kube-runtime's watcher (each a watch or list error, or an idle re-watch; seen
+    /// only when the child's filter enables them).
+    pub(crate) watcher_lines: usize,
+    /// The first few WARN/ERROR and watcher lines.
+    pub(crate) first: Vec<String>,
     /// The last lines, for when Vigil dies.
-    tail: VecDeque<String>,
+    pub(crate) tail: VecDeque<String>,
+}
+
+/// How the child logs: its `RUST_LOG` filter, and a file to copy every line to.
+pub(crate) struct ChildLog {
+    pub(crate) rust_log: String,
+    pub(crate) copy: Option<std::fs::File>,
+}
+
+impl ChildLog {
+    /// `VIGIL_BENCH_LOG` sets the filter (e.g. `info,kube_runtime=debug`, default `info`) when a
+    /// bench needs a closer look; `VIGIL_BENCH_LOG_FILE` gets every line appended.
+    pub(crate) fn from_env() -> Self {
+        Self {
+            rust_log: std::env::var("VIGIL_BENCH_LOG").unwrap_or_else(|_| "info".into()),
+            copy: std::env::var_os("VIGIL_BENCH_LOG_FILE").and_then(|path| {
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .ok()
+            }),
+        }
+    }
 }
 
 /// Starts `vigil run` on `kubeconfig` with metrics on a free loopback port, leader election off,
 /// and `args` (which controllers, namespaces, flags); waits until it logs its metrics address.
 pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Vigil> {
+    spawn_vigil_with(kubeconfig, args, ChildLog::from_env()).await
+}
+
+/// Like [`spawn_vigil`], logging as `log` says.
+pub(crate) async fn spawn_vigil_with(
+    kubeconfig: &Path,
+    args: &[&str],
+    log: ChildLog,
+) -> anyhow::Result<Vigil> {
     let exe = std::env::current_exe().context("locating the vigil binary")?;
     let mut process = tokio::process::Command::new(exe)
         .arg("run")
@@ -45,13 +81,8 @@ pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Res
         .arg(kubeconfig)
         .args(["--metrics-addr", "127.0.0.1:0", "--leader-elect", "false"])
         .args(args)
-        // The metrics address is read from the info-level log line; other settings stay defaults.
-        // `VIGIL_BENCH_LOG` sets the child's filter (e.g. `info,kube_runtime=debug`) when a
-        // bench needs a closer look; the metrics address is read from an info line either way.
-        .env(
-            "RUST_LOG",
-            std::env::var("VIGIL_BENCH_LOG").unwrap_or_else(|_| "info".into()),
-        )
+        // The metrics address is read from an info-level log line, whatever the filter adds.
+        .env("RUST_LOG", &log.rust_log)
         .env("NO_COLOR", "1")
         .env_remove("POD_NAME_PREFIX")
         .env_remove("POD_TEMPLATE")
@@ -64,58 +95,14 @@ pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Res
         .context("starting vigil run")?;
     let pid = process.id().context("vigil run pid")?;
     let stderr = process.stderr.take().context("vigil run stderr")?;
-    let log = Arc::new(Mutex::new(LogNotes::default()));
+    let notes = Arc::new(Mutex::new(LogNotes::default()));
     let (addr_tx, addr_rx) = oneshot::channel::<String>();
-    let notes = log.clone();
-    tokio::spawn(async move {
-        let mut addr_tx = Some(addr_tx);
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        // `VIGIL_BENCH_LOG_FILE`: every line of the child's log is also appended there.
-        let mut copy = std::env::var_os("VIGIL_BENCH_LOG_FILE").and_then(|path| {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .ok()
-        });
-        while let Ok(Some(line)) = lines.next_line().await {
-            let line = strip_ansi(&line);
-            if let Some(file) = copy.as_mut() {
-                use std::io::Write as _;
-                let _ = writeln!(file, "{line}");
-            }
-            if line.contains("metrics and probes serving")
-                && let Some(addr) = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("addr="))
-                && let Some(tx) = addr_tx.take()
-            {
-                let _ = tx.send(addr.to_owned());
-            }
-            if let Ok(mut notes) = notes.lock() {
-                let level = line.split_whitespace().nth(1).unwrap_or("");
-                if level == "WARN" || level == "ERROR" {
-                    if level == "WARN" {
-                        notes.warnings += 1;
-                    } else {
-                        notes.errors += 1;
-                    }
-                    if notes.first.len() < 5 {
-                        notes.first.push(line.clone());
-                    }
-                }
-                notes.tail.push_back(line);
-                if notes.tail.len() > 20 {
-                    notes.tail.pop_front();
-                }
-            }
-        }
-    });
+    tokio::spawn(read_log(stderr, log.copy, notes.clone(), addr_tx));
     let mut vigil = Vigil {
         process,
         pid,
         metrics_addr: String::new(),
-        log,
+        log: notes,
     };
     match tokio::time::timeout(Duration::from_secs(15), addr_rx).await {
         Ok(Ok(addr)) => vigil.metrics_addr = addr,
@@ -131,16 +118,72 @@ pub(crate) async fn spawn_vigil(kubeconfig: &Path, args: &[&str]) -> anyhow::Res
     Ok(vigil)
 }
 
+/// Reads the child's log: copies each line, sends the metrics address once, keeps notes.
+async fn read_log(
+    stderr: tokio::process::ChildStderr,
+    mut copy: Option<std::fs::File>,
+    notes: Arc<Mutex<LogNotes>>,
+    addr_tx: oneshot::Sender<String>,
+) {
+    let mut addr_tx = Some(addr_tx);
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let line = strip_ansi(&line);
+        // Small blocking writes to a local file: acceptable in a bench.
+        if let Some(file) = copy.as_mut() {
+            use std::io::Write as _;
+            if writeln!(file, "{line}").is_err() {
+                copy = None;
+            }
+        }
+        if line.contains("metrics and probes serving")
+            && let Some(addr) = line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("addr="))
+            && let Some(tx) = addr_tx.take()
+        {
+            let _ = tx.send(addr.to_owned());
+        }
+        if let Ok(mut notes) = notes.lock() {
+            let mut words = line.split_whitespace();
+            let level = words.nth(1).unwrap_or("");
+            let watcher = words
+                .next()
+                .is_some_and(|target| target.starts_with("kube_runtime::watcher"));
+            match level {
+                "WARN" => notes.warnings += 1,
+                "ERROR" => notes.errors += 1,
+                _ => {}
+            }
+            if watcher {
+                notes.watcher_lines += 1;
+            }
+            if (watcher || level == "WARN" || level == "ERROR") && notes.first.len() < 8 {
+                notes.first.push(line.clone());
+            }
+            notes.tail.push_back(line);
+            if notes.tail.len() > 20 {
+                notes.tail.pop_front();
+            }
+        }
+    }
+}
+
+/// utime + stime of a process so far, in seconds.
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command (which may hold spaces) start at field 3, `state`.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / CLK_TCK)
+}
+
 impl Vigil {
     /// utime + stime so far, in seconds.
     pub(crate) fn cpu_seconds(&self) -> Option<f64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        // Fields after the command (which may hold spaces) start at field 3, `state`.
-        let rest = stat.rsplit_once(')')?.1;
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = fields.get(11)?.parse().ok()?;
-        let stime: f64 = fields.get(12)?.parse().ok()?;
-        Some((utime + stime) / CLK_TCK)
+        cpu_seconds(self.pid)
     }
 
     /// ", vigil run exited (status)" when it has, else "".
@@ -160,6 +203,10 @@ impl Vigil {
             .map(|n| n.tail.iter().cloned().collect::<Vec<_>>().join("\n    "))
             .unwrap_or_default();
         format!("{exited}; its last log lines:\n    {tail}")
+    }
+
+    pub(crate) fn log_notes(&self) -> LogNotes {
+        self.log.lock().map(|n| n.clone()).unwrap_or_default()
     }
 
     pub(crate) fn log_summary(&self) -> String {

@@ -21,9 +21,8 @@
 //!
 //! Figures only: nothing is asserted; what Vigil did wrong is listed under "anomalies".
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -37,12 +36,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, CustomResourceExt as _, Resource, ResourceExt as _};
 use serde_json::json;
-use tokio::io::AsyncBufReadExt as _;
-use tokio::sync::oneshot;
 use vigil_apis::CriticalService;
 
 use crate::bench::{rss_mib, spawn_sandbox};
-use crate::bench_child::{CLK_TCK, HTTP_TIMEOUT, TempFile, http_get};
+use crate::bench_child::{self, CLK_TCK, ChildLog, HTTP_TIMEOUT, TempFile, cpu_seconds, http_get};
 
 #[derive(Debug, clap::Args)]
 pub struct ScaleBench {
@@ -262,7 +259,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         .lock()
         .map(|w| w.per_cr.values().copied().max().unwrap_or(0))
         .unwrap_or(0);
-    let rss_at_steady = rss_mib(vigil.pid).unwrap_or((0.0, 0.0));
+    let rss_at_steady = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
 
     // 3. Steady state: every pod write now, not only Vigil's pods.
     let all_pods: Arc<Mutex<PodWrites>> = Arc::default();
@@ -322,9 +319,9 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         .await
         .unwrap_or_default();
     let pod_writes = all_pods.lock().map(|w| w.clone()).unwrap_or_default();
-    let (peak, now) = rss_mib(vigil.pid).unwrap_or((0.0, 0.0));
+    let (peak, now) = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
     let (sandbox_peak, sandbox_now) = rss_mib(sandbox_pid).unwrap_or((0.0, 0.0));
-    let vigil_exited = vigil.exited_note();
+    let vigil_exited = vigil.child.exited_note();
     for task in &tasks {
         task.abort();
     }
@@ -390,7 +387,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let writes_total = pod_writes_total + steady_writes.cr_status + steady_writes.events;
     let total = |r: &Option<Reconciles>| r.as_ref().map(Reconciles::total);
     let window_reconciles = diff(total(&at_end.reconciles), total(&at_steady.reconciles));
-    let log = vigil.log_notes();
+    let log = vigil.child.log_notes();
     let watcher_in_window = log.watcher_lines.saturating_sub(at_steady.watcher_lines);
     let watcher_before = at_steady.watcher_lines;
 
@@ -404,7 +401,8 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     );
     println!(
         "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); `vigil sandbox --no-kubelet` pid {sandbox_pid}",
-        vigil.pid, args.vigil_rust_log
+        vigil.pid(),
+        args.vigil_rust_log
     );
     println!(
         "  setup (before Vigil): {:.1} s: namespace, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
@@ -952,14 +950,14 @@ async fn settle(
                 layout.crs,
                 layout.crs,
                 fmt_opt_count(m.map(|m| m.total())),
-                rss_mib(vigil.pid).map_or(0.0, |r| r.1),
+                rss_mib(vigil.pid()).map_or(0.0, |r| r.1),
                 list_error
                     .as_deref()
                     .map(|e| format!(", list error: {e}"))
                     .unwrap_or_default()
             );
         }
-        let exited = vigil.exited_note();
+        let exited = vigil.child.exited_note();
         if !exited.is_empty() || Instant::now() > deadline {
             out.failure = Some(format!(
                 "steady state not reached within {:.0} s: fallbacks {present}/{}, statuses at generation {observed}/{}, right {right}/{}{}{exited}",
@@ -1259,9 +1257,9 @@ impl Snapshot {
     ) -> anyhow::Result<Self> {
         // The bench's own counters and /proc first; Vigil's /metrics may be slow to answer.
         let taken = Instant::now();
-        let vigil_cpu = cpu_seconds(vigil.pid);
+        let vigil_cpu = vigil.child.cpu_seconds();
         let sandbox_cpu = cpu_seconds(sandbox_pid);
-        let watcher_lines = vigil.log_notes().watcher_lines;
+        let watcher_lines = vigil.child.log_notes().watcher_lines;
         let fallback = fallbacks
             .lock()
             .map_err(|_| anyhow::anyhow!("poisoned"))?
@@ -1404,12 +1402,9 @@ where
 // ---------------------------------------------------------------------------------------------
 // The `vigil run` child.
 
-/// `vigil run` as a child process (killed on drop), its metrics address and what it logged.
+/// `vigil run` as a child process (see `bench_child`), and how its metrics server answered.
 struct Vigil {
-    process: tokio::process::Child,
-    pid: u32,
-    metrics_addr: String,
-    log: Arc<Mutex<LogNotes>>,
+    child: bench_child::Vigil,
     scrapes: Arc<Mutex<Scrapes>>,
 }
 
@@ -1422,124 +1417,36 @@ struct Scrapes {
     slowest: Duration,
 }
 
-#[derive(Debug, Clone, Default)]
-struct LogNotes {
-    warnings: usize,
-    errors: usize,
-    /// Lines from kube-runtime's watcher (each a watch or list error, or an idle re-watch).
-    watcher_lines: usize,
-    /// The first few WARN/ERROR and watcher lines.
-    first: Vec<String>,
-    /// The last lines, for when Vigil dies.
-    tail: VecDeque<String>,
-}
-
 async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vigil> {
-    let exe = std::env::current_exe().context("locating the vigil binary")?;
-    let mut process = tokio::process::Command::new(exe)
-        .arg("run")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args([
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--leader-elect",
-            "false",
-            "--controllers",
-            "criticalservice",
-            "--namespaces",
-            NS,
-            "--pod-template-ns",
-            NS,
-        ])
-        .env("RUST_LOG", &args.vigil_rust_log)
-        .env("NO_COLOR", "1")
-        .env_remove("POD_NAME_PREFIX")
-        .env_remove("POD_TEMPLATE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting vigil run")?;
-    let pid = process.id().context("vigil run pid")?;
-    let stderr = process.stderr.take().context("vigil run stderr")?;
-    let log = Arc::new(Mutex::new(LogNotes::default()));
-    let (addr_tx, addr_rx) = oneshot::channel::<String>();
-    let notes = log.clone();
-    let mut copy = match &args.vigil_log {
+    let copy = match &args.vigil_log {
         Some(path) => Some(
             std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
         ),
         None => None,
     };
-    tokio::spawn(async move {
-        let mut addr_tx = Some(addr_tx);
-        let mut lines = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            // Small blocking writes to a local file: acceptable in a bench.
-            if let Some(file) = copy.as_mut()
-                && std::io::Write::write_all(file, format!("{line}\n").as_bytes()).is_err()
-            {
-                copy = None;
-            }
-            if line.contains("metrics and probes serving")
-                && let Some(addr) = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("addr="))
-                && let Some(tx) = addr_tx.take()
-            {
-                let _ = tx.send(addr.to_owned());
-            }
-            if let Ok(mut notes) = notes.lock() {
-                let mut words = line.split_whitespace();
-                let level = words.nth(1).unwrap_or("");
-                let target = words.next().unwrap_or("");
-                let watcher = target.starts_with("kube_runtime::watcher");
-                if level == "WARN" {
-                    notes.warnings += 1;
-                } else if level == "ERROR" {
-                    notes.errors += 1;
-                }
-                if watcher {
-                    notes.watcher_lines += 1;
-                }
-                if (watcher || level == "WARN" || level == "ERROR") && notes.first.len() < 8 {
-                    notes.first.push(line.clone());
-                }
-                notes.tail.push_back(line);
-                if notes.tail.len() > 20 {
-                    notes.tail.pop_front();
-                }
-            }
-        }
-    });
-    let mut vigil = Vigil {
-        process,
-        pid,
-        metrics_addr: String::new(),
-        log,
-        scrapes: Arc::default(),
+    let log = ChildLog {
+        rust_log: args.vigil_rust_log.clone(),
+        copy,
     };
-    match tokio::time::timeout(Duration::from_secs(15), addr_rx).await {
-        Ok(Ok(addr)) => vigil.metrics_addr = addr,
-        Ok(Err(_)) => anyhow::bail!(
-            "vigil run exited before logging its metrics address{}",
-            vigil.exit_note()
-        ),
-        Err(_) => anyhow::bail!(
-            "vigil run did not log its metrics address within 15 s{}",
-            vigil.exit_note()
-        ),
-    }
-    Ok(vigil)
+    let flags = [
+        "--controllers",
+        "criticalservice",
+        "--namespaces",
+        NS,
+        "--pod-template-ns",
+        NS,
+    ];
+    Ok(Vigil {
+        child: bench_child::spawn_vigil_with(kubeconfig, &flags, log).await?,
+        scrapes: Arc::default(),
+    })
 }
 
 impl Vigil {
     /// A GET to Vigil's metrics and probe server, timed.
     async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
         let started = Instant::now();
-        let result = http_get(&self.metrics_addr, path).await;
+        let result = http_get(&self.child.metrics_addr, path).await;
         if let Ok(mut s) = self.scrapes.lock() {
             s.attempts += 1;
             s.slowest = s.slowest.max(started.elapsed());
@@ -1554,39 +1461,9 @@ impl Vigil {
         self.scrapes.lock().map(|s| *s).unwrap_or_default()
     }
 
-    /// "; vigil run exited (status)" when it has, else "".
-    fn exited_note(&mut self) -> String {
-        match self.process.try_wait() {
-            Ok(Some(status)) => format!("; vigil run exited ({status})"),
-            _ => String::new(),
-        }
+    fn pid(&self) -> u32 {
+        self.child.pid
     }
-
-    /// The exit note plus Vigil's last log lines.
-    fn exit_note(&mut self) -> String {
-        let exited = self.exited_note();
-        let tail = self
-            .log
-            .lock()
-            .map(|n| n.tail.iter().cloned().collect::<Vec<_>>().join("\n    "))
-            .unwrap_or_default();
-        format!("{exited}; its last log lines:\n    {tail}")
-    }
-
-    fn log_notes(&self) -> LogNotes {
-        self.log.lock().map(|n| n.clone()).unwrap_or_default()
-    }
-}
-
-/// utime + stime of a process so far, in seconds.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (which may hold spaces) start at field 3, `state`.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / CLK_TCK)
 }
 
 /// Vigil's reconcile counters.
