@@ -271,6 +271,26 @@ async fn create_policy(env: &TestEnv, name: &str, spec: Value) -> StatusBackupPo
         .expect("create policy")
 }
 
+/// Creates policy `name` and waits until it is Ready.
+async fn create_ready_policy(env: &TestEnv, name: &str, spec: Value) {
+    create_policy(env, name, spec).await;
+    wait_condition(env, name, "Ready", "True").await;
+}
+
+/// Creates a Ready policy named after `base` and this test; returns its name.
+async fn ready_policy(env: &TestEnv, base: &str, spec: Value) -> String {
+    let name = unique(env, base);
+    create_ready_policy(env, &name, spec).await;
+    name
+}
+
+/// Deletes the test's policy, stops the controller, then cleans the environment up.
+async fn finish(env: TestEnv, running: Running, policy: &str) {
+    delete_policy(&env, policy).await;
+    running.stop().await;
+    env.cleanup().await;
+}
+
 async fn delete_policy(env: &TestEnv, name: &str) {
     let _ = Api::<StatusBackupPolicy>::all(env.client())
         .delete(name, &DeleteParams::default())
@@ -457,9 +477,7 @@ fn spawn_consumer(
 async fn kubernetes_cluster_status_comes_back_before_a_vigil_controller_acts() {
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "clusters");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "clusters", clusters_policy()).await;
     let api = clusters(&env);
     let name = "my-custom-cluster-for-backup";
     let (acted, consumer) = spawn_consumer(&env, running.restorer.clone());
@@ -534,18 +552,14 @@ async fn kubernetes_cluster_status_comes_back_before_a_vigil_controller_acts() {
     assert!(history.iter().any(|r| r.deleted && r.uid != new_uid));
 
     consumer.abort();
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
 async fn unchanged_status_writes_nothing_and_deletion_keeps_the_history() {
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "history");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "history", clusters_policy()).await;
     let api = clusters(&env);
     apply_from_git(&env, "a").await;
     let key = key(&env, "a");
@@ -618,9 +632,7 @@ async fn unchanged_status_writes_nothing_and_deletion_keeps_the_history() {
         "the tombstone keeps the last status"
     );
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
@@ -630,8 +642,7 @@ async fn manual_mode_never_restores_by_itself() {
     let policy = unique(&env, "manual");
     let mut spec = clusters_policy();
     spec["restoreMode"] = json!("Manual");
-    create_policy(&env, &policy, spec).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    create_ready_policy(&env, &policy, spec).await;
     let api = clusters(&env);
     let key = key(&env, "m");
     apply_from_git(&env, "m").await;
@@ -668,9 +679,7 @@ async fn manual_mode_never_restores_by_itself() {
         "no OnCreate policy covers it"
     );
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
@@ -751,9 +760,7 @@ async fn kinds_that_do_not_exist_or_have_no_status_are_reported_and_retried() {
 async fn a_corrupt_record_is_reported_and_never_applied() {
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "corrupt");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "corrupt", clusters_policy()).await;
     let api = clusters(&env);
     let key = key(&env, "c");
     apply_from_git(&env, "c").await;
@@ -797,18 +804,14 @@ async fn a_corrupt_record_is_reported_and_never_applied() {
         "nothing applied, not even the older record"
     );
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
 async fn backend_outage_degrades_the_policy_and_loses_no_capture() {
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "outage");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "outage", clusters_policy()).await;
     let api = clusters(&env);
     apply_from_git(&env, "warmup").await;
     set_status(&api, "warmup", json!({"n": 0})).await;
@@ -856,9 +859,7 @@ async fn backend_outage_degrades_the_policy_and_loses_no_capture() {
         assert!(history.len() <= 3, "coalesced: {history:?}");
     }
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
@@ -866,9 +867,12 @@ async fn a_load_balancer_service_gets_its_status_back_and_the_convention_annotat
     use k8s_openapi::api::core::v1::Service;
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "services");
-    create_policy(&env, &policy, json!({"resources": [{"kind": "Service"}]})).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(
+        &env,
+        "services",
+        json!({"resources": [{"kind": "Service"}]}),
+    )
+    .await;
     let services: Api<Service> = env.api();
     // The article's argocd-server Service, as kept in git, with the convention's annotation.
     let manifest = |pending: bool| -> Service {
@@ -980,9 +984,7 @@ async fn a_load_balancer_service_gets_its_status_back_and_the_convention_annotat
         "one restore only"
     );
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 /// A TCP proxy in front of the S3 server that can be cut (listener closed, connections dropped)
@@ -1071,8 +1073,7 @@ async fn s3_outage_degrades_the_policy_and_loses_no_capture() {
     let direct = format!("s3://{bucket}/{}?endpoint={endpoint}", env.namespace());
     let mut spec = clusters_policy();
     spec["backend"] = json!({"location": through_proxy});
-    create_policy(&env, &policy, spec).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    create_ready_policy(&env, &policy, spec).await;
     let api = clusters(&env);
     let vault = Vault::open(&direct, VaultOptions::default())
         .await
@@ -1125,18 +1126,14 @@ async fn s3_outage_degrades_the_policy_and_loses_no_capture() {
         .expect("caught up");
     }
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
 async fn an_object_deleted_while_no_vigil_ran_gets_its_tombstone_and_its_status_back() {
     let env = TestEnv::start().await.expect("env");
     let running = start(&env).await;
-    let policy = unique(&env, "downtime");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "downtime", clusters_policy()).await;
     let api = clusters(&env);
     let name = "my-custom-cluster-for-backup";
     let key = key(&env, name);
@@ -1167,9 +1164,7 @@ async fn an_object_deleted_while_no_vigil_ran_gets_its_tombstone_and_its_status_
     .await
     .expect("restored");
 
-    delete_policy(&env, &policy).await;
-    running.stop().await;
-    env.cleanup().await;
+    finish(env, running, &policy).await;
 }
 
 #[tokio::test]
@@ -1238,9 +1233,7 @@ async fn a_standby_writes_nothing_until_it_leads() {
     }));
 
     // Policies without a backend: each replica writes to its own default directory.
-    let policy = unique(&env, "standby");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "standby", clusters_policy()).await;
     let api = clusters(&env);
     apply_from_git(&env, "s").await;
     set_status(&api, "s", article_status()).await;
@@ -1275,9 +1268,7 @@ async fn a_standby_writes_nothing_until_it_leads() {
 async fn the_vaults_requests_are_exactly_its_declared_permissions() {
     let env = TestEnv::start().await.expect("env");
     let (running, log) = start_recording(&env).await;
-    let policy = unique(&env, "clusters");
-    create_policy(&env, &policy, clusters_policy()).await;
-    wait_condition(&env, &policy, "Ready", "True").await;
+    let policy = ready_policy(&env, "clusters", clusters_policy()).await;
     let api = clusters(&env);
     let name = "rbac";
     apply_with_status_captured(&env, &running.dir, name).await;
