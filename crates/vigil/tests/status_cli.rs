@@ -79,18 +79,18 @@ fn ingress_ip(service: &Service) -> Option<String> {
         .clone()
 }
 
-async fn wait_gone(services: &Api<Service>, name: &str) {
-    wait_for(
-        &format!("{name} deleted"),
-        Duration::from_secs(30),
-        || async {
-            match services.get_opt(name).await {
-                Ok(None) => Ok(Some(())),
-                Ok(Some(_)) => Ok(None),
-                Err(e) => Err(e.to_string()),
-            }
-        },
-    )
+/// Waits until `name` is gone from `api`.
+async fn wait_gone<K>(api: &Api<K>, name: &str, timeout: Duration)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    wait_for(&format!("{name} deleted"), timeout, || async {
+        match api.get_opt(name).await {
+            Ok(None) => Ok(Some(())),
+            Ok(Some(_)) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    })
     .await
     .expect("deletion");
 }
@@ -232,7 +232,7 @@ async fn article_scenario(
         .delete("argocd-server", &DeleteParams::default())
         .await
         .expect("delete");
-    wait_gone(&services, "argocd-server").await;
+    wait_gone(&services, "argocd-server", Duration::from_secs(30)).await;
 
     // --dry-run says what it would do and changes nothing.
     let restore_args = with_key(&[
@@ -299,7 +299,7 @@ async fn article_scenario(
         .delete("argocd-server", &DeleteParams::default())
         .await
         .expect("delete again");
-    wait_gone(&services, "argocd-server").await;
+    wait_gone(&services, "argocd-server", Duration::from_secs(30)).await;
     let out = must(run(restore_args).await, "restore past a corrupt record");
     assert!(out.contains("corrupt record skipped"), "{out}");
     let restored = services.get("argocd-server").await.expect("re-created");
@@ -482,15 +482,7 @@ async fn a_re_applied_custom_resource_gets_its_status_back() {
         .delete(&name, &DeleteParams::default())
         .await
         .expect("delete");
-    wait_for("the cluster deleted", Duration::from_secs(30), || async {
-        match clusters.get_opt(&name).await {
-            Ok(None) => Ok(Some(())),
-            Ok(Some(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await
-    .expect("deleted");
+    wait_gone(&clusters, &name, Duration::from_secs(30)).await;
     clusters
         .create(&PostParams::default(), &from_git)
         .await
@@ -606,7 +598,7 @@ async fn a_status_conflict_is_retried_and_a_failure_is_reported() {
         .delete("argocd-server", &DeleteParams::default())
         .await
         .expect("delete");
-    wait_gone(&services, "argocd-server").await;
+    wait_gone(&services, "argocd-server", Duration::from_secs(30)).await;
     sandbox.inject(Fault::fail("update", "services/status", 409, 1));
     let out = must(
         vigil(&kubeconfig, &restore).await,
@@ -621,7 +613,7 @@ async fn a_status_conflict_is_retried_and_a_failure_is_reported() {
         .delete("argocd-server", &DeleteParams::default())
         .await
         .expect("delete");
-    wait_gone(&services, "argocd-server").await;
+    wait_gone(&services, "argocd-server", Duration::from_secs(30)).await;
     sandbox.inject(Fault::fail("create", "services", 500, 1));
     let out = vigil(&kubeconfig, &restore).await;
     assert!(!out.ok, "a failed object fails the command");
@@ -679,15 +671,7 @@ async fn a_missing_namespace_is_re_created_first() {
         .delete(&dr_ns, &DeleteParams::default())
         .await
         .expect("delete namespace");
-    wait_for("the namespace gone", Duration::from_secs(120), || async {
-        match namespaces.get_opt(&dr_ns).await {
-            Ok(None) => Ok(Some(())),
-            Ok(Some(_)) => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
-    })
-    .await
-    .expect("namespace deleted");
+    wait_gone(&namespaces, &dr_ns, Duration::from_secs(120)).await;
 
     let out = must(
         vigil(
