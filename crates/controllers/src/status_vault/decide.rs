@@ -294,54 +294,36 @@ pub fn policy_status(inputs: &PolicyInputs<'_>) -> PolicyPlan {
     let previous = inputs.previous.cloned().unwrap_or_default();
     let mut conditions = previous.conditions.clone();
     let generation = policy.generation;
+    let condition = |type_, status, reason, message| NewCondition {
+        type_,
+        status,
+        reason,
+        message,
+        observed_generation: generation,
+    };
+    let not_degraded = condition(DEGRADED, Status::False, REASON_AS_EXPECTED, "");
     let (ready, degraded) = match &problem {
         Some((reason, message)) => (
-            NewCondition {
-                type_: READY,
-                status: Status::False,
-                reason,
-                message,
-                observed_generation: generation,
-            },
-            NewCondition {
-                type_: DEGRADED,
-                status: Status::True,
-                reason,
-                message,
-                observed_generation: generation,
-            },
+            condition(READY, Status::False, reason, message),
+            condition(DEGRADED, Status::True, reason, message),
         ),
         None if resolving => (
-            NewCondition {
-                type_: READY,
-                status: Status::Unknown,
-                reason: REASON_RESOLVING,
-                message: "resolving the kinds through API discovery",
-                observed_generation: generation,
-            },
-            NewCondition {
-                type_: DEGRADED,
-                status: Status::False,
-                reason: REASON_AS_EXPECTED,
-                message: "",
-                observed_generation: generation,
-            },
+            condition(
+                READY,
+                Status::Unknown,
+                REASON_RESOLVING,
+                "resolving the kinds through API discovery",
+            ),
+            not_degraded,
         ),
         None => (
-            NewCondition {
-                type_: READY,
-                status: Status::True,
-                reason: REASON_WATCHING,
-                message: "every kind is watched and the backend answers",
-                observed_generation: generation,
-            },
-            NewCondition {
-                type_: DEGRADED,
-                status: Status::False,
-                reason: REASON_AS_EXPECTED,
-                message: "",
-                observed_generation: generation,
-            },
+            condition(
+                READY,
+                Status::True,
+                REASON_WATCHING,
+                "every kind is watched and the backend answers",
+            ),
+            not_degraded,
         ),
     };
     conditions::set(&mut conditions, &ready, inputs.now);
