@@ -12,6 +12,8 @@ use kube::api::{PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
 use tokio::io::AsyncBufReadExt as _;
 
+use crate::bench_child::percentile;
+
 #[derive(Debug, clap::Subcommand)]
 pub enum Bench {
     /// Creates per second and watch-event delivery latency against a sandbox in a child process.
@@ -109,14 +111,6 @@ pub fn rss_mib(pid: u32) -> Option<(f64, f64)> {
             .map(|kb| kb / 1024.0)
     };
     Some((field("VmHWM:")?, field("VmRSS:")?))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 fn ms(d: Duration) -> String {

@@ -1,6 +1,6 @@
 //! What the benchmarks that run Vigil in its own process share: the `vigil run` child (spawned
 //! on a sandbox's kubeconfig, its metrics address read from its log, its CPU and log notes), a
-//! bare HTTP GET for its /metrics and probes, a temp file removed on drop, and percentiles.
+//! bare HTTP GET for its /metrics and probes, a temp file and a temp directory removed on drop, and percentiles.
 //! Moved here from `bench_critical_service.rs` so each benchmark does not carry its own copy.
 
 use std::collections::VecDeque;
@@ -276,6 +276,15 @@ pub(crate) struct TempFile(pub(crate) PathBuf);
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A directory removed (with its contents) on drop.
+pub(crate) struct TempDir(pub(crate) PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! [`measure`] is the reusable part (`vigil bench status-vault` may call it with its own cluster).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -20,6 +20,7 @@ use serde_json::json;
 use vigil_vault::{EncryptionKey, Vault, VaultOptions};
 
 use crate::bench::spawn_sandbox;
+use crate::bench_child::TempDir;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusRestoreBench {
@@ -214,14 +215,6 @@ pub async fn measure(
         back_with_status,
         bytes_per_record: bytes as f64 / versions.max(1) as f64,
     })
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 pub async fn run(args: StatusRestoreBench) -> anyhow::Result<()> {

@@ -10,7 +10,6 @@
 //! - bytes stored per record, without and with encryption.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +35,7 @@ use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
 
 use crate::bench::spawn_sandbox;
+use crate::bench_child::{TempDir, percentile};
 
 #[derive(Debug, clap::Args)]
 pub struct StatusVaultBench {
@@ -72,22 +72,6 @@ fn ar() -> ApiResource {
         &GroupVersionKind::gvk(GROUP, "v1alpha1", KIND),
         "kubernetesclusters",
     )
-}
-
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
 }
 
 fn ms(d: Duration) -> String {
