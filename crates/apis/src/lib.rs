@@ -4,10 +4,12 @@
 
 pub mod configmap_sync;
 pub mod critical_service;
+pub mod kubernetes_cluster;
 pub mod status_backup_policy;
 
 pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};
 pub use critical_service::{CriticalService, CriticalServiceSpec, CriticalServiceStatus};
+pub use kubernetes_cluster::{KubernetesCluster, KubernetesClusterSpec, KubernetesClusterStatus};
 pub use status_backup_policy::{
     StatusBackupPolicy, StatusBackupPolicySpec, StatusBackupPolicyStatus,
 };

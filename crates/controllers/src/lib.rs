@@ -3,5 +3,6 @@
 
 pub mod configmap_sync;
 pub mod critical_service;
+pub mod kubernetes_cluster;
 pub mod permissions;
 pub mod status_vault;

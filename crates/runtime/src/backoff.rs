@@ -162,6 +162,22 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
     }
 }
 
+/// A kube-runtime trigger backoff that never delays: for controllers fed by shared watches,
+/// which back off on their own (see `crate::shared`); the controller's trigger backoff would
+/// stall every watch of the controller when one errs.
+pub struct NoTriggerBackoff;
+
+impl Iterator for NoTriggerBackoff {
+    type Item = Duration;
+    fn next(&mut self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+}
+
+impl kube::runtime::utils::Backoff for NoTriggerBackoff {
+    fn reset(&mut self) {}
+}
+
 /// What [`Backoffs::reconcile_failed`] decided.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Failed {

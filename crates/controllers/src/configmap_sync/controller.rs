@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
 use vigil_runtime::cache::{lean_cache, watch_all};
 use vigil_runtime::conditions;
 use vigil_runtime::events;
@@ -266,7 +266,7 @@ pub async fn run(
         )
         // Each shared watch backs off on its own (see `vigil_runtime::shared`); the trigger
         // backoff would stall all of them when one errs.
-        .trigger_backoff(NoBackoff)
+        .trigger_backoff(NoTriggerBackoff)
         .watches_stream(config_map_stream, for_config_map)
         .watches_stream(namespace_stream, for_namespace);
     if let Some(stream) = secret_stream {
@@ -351,20 +351,6 @@ fn view(sync: &ConfigMapSync) -> SyncView {
         spec: sync.spec.clone(),
         status: sync.status.clone(),
     }
-}
-
-/// No extra delay: see `trigger_backoff` in [`run`].
-struct NoBackoff;
-
-impl Iterator for NoBackoff {
-    type Item = Duration;
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::ZERO)
-    }
-}
-
-impl kube::runtime::utils::Backoff for NoBackoff {
-    fn reset(&mut self) {}
 }
 
 async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
 use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
 use vigil_runtime::conditions;
@@ -287,7 +287,7 @@ pub async fn run(
         // Each shared watch backs off on its own (see `vigil_runtime::shared`); the controller's
         // trigger backoff would stall every stream when one of them errs (a 410 on one watch
         // would blind the controller to all the others for seconds).
-        .trigger_backoff(NoBackoff)
+        .trigger_backoff(NoTriggerBackoff)
         .watches_stream(service_stream, for_service)
         .watches_stream(pod_stream, for_pod)
         .watches_stream(slice_stream, for_slice)
@@ -538,20 +538,6 @@ async fn report_lame_services(
         }
         known = now;
     }
-}
-
-/// No extra delay: see `trigger_backoff` in [`run`].
-struct NoBackoff;
-
-impl Iterator for NoBackoff {
-    type Item = Duration;
-    fn next(&mut self) -> Option<Duration> {
-        Some(Duration::ZERO)
-    }
-}
-
-impl kube::runtime::utils::Backoff for NoBackoff {
-    fn reset(&mut self) {}
 }
 
 async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, Error> {

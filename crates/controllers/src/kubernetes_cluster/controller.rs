@@ -1,0 +1,818 @@
+//! The running KubernetesCluster controller: the finalizer (added before the first provider
+//! call), the status vault's restore for objects re-applied without status, one observation of
+//! the provider per pass (by id, or by identity when no id is known), the decided request, the
+//! status and Events, and the kubeconfig Secret — only what differs, only while this replica
+//! leads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Client, Resource as _, ResourceExt as _};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use sha2::Digest as _;
+use tokio::sync::watch;
+use vigil_apis::KubernetesCluster;
+use vigil_apis::kubernetes_cluster::{KubernetesClusterStatus, Phase};
+use vigil_provider::{ClusterProvider, Deletion, ProviderCluster, ProviderError, Providers};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use vigil_runtime::cache::{lean_cache, watch_all};
+use vigil_runtime::conditions;
+use vigil_runtime::events;
+use vigil_runtime::index::Index;
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::shared::SharedWatches;
+
+use super::decide::{self, DeletionInputs, Inputs};
+use super::model::{
+    CLUSTER_NAME_LABEL, Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, EventNote,
+    FINALIZER, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
+    KUBECONFIG_SECRET_TYPE, OP_DELETE, Observed, Settings,
+};
+use crate::status_vault::{RestoreOutcome, StatusRestorer};
+
+/// Name of the controller in metrics, logs and Events.
+pub const NAME: &str = "kubernetescluster";
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "vigil-kubernetescluster";
+/// KubernetesClusters reconciled at once: provider calls are round trips to another system, so
+/// more overlap than the API-only controllers.
+const RECONCILE_CONCURRENCY: u16 = 16;
+/// How soon to look again when the status vault has not decided yet.
+const RESTORE_PENDING_RETRY: Duration = Duration::from_secs(1);
+
+/// What this controller's code does with the API (kept in step with the calls below).
+pub const PERMISSIONS: &[crate::permissions::Permission] = &[
+    // Watched through a reflector; patched to add and remove the finalizer.
+    crate::permissions::Permission {
+        group: "vigil.dev",
+        resources: &["kubernetesclusters"],
+        verbs: &["list", "watch", "patch"],
+    },
+    crate::permissions::Permission {
+        group: "vigil.dev",
+        resources: &["kubernetesclusters/status"],
+        verbs: &["patch"],
+    },
+    // Kubeconfig Secrets: watched through a label selector (RBAC cannot narrow by label, hence
+    // list/watch), written by server-side apply; deleted by the garbage collector through
+    // their ownerReference.
+    crate::permissions::Permission {
+        group: "",
+        resources: &["secrets"],
+        verbs: &["list", "watch", "patch"],
+    },
+    // kube-runtime's Recorder creates events and patches them when they repeat.
+    crate::permissions::Permission {
+        group: "events.k8s.io",
+        resources: &["events"],
+        verbs: &["create", "patch"],
+    },
+];
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Provider(#[from] ProviderError),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabel {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabel {
+    provider: String,
+    operation: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: &'static str,
+}
+
+/// The controller's own metrics, besides controller-runtime's.
+#[derive(Clone)]
+struct ClusterMetrics {
+    /// `vigil_kubernetescluster_operation_duration_seconds{operation}`.
+    durations: Family<OperationLabel, Histogram, fn() -> Histogram>,
+    /// `vigil_kubernetescluster_provider_requests_total{provider, operation, result}`.
+    requests: Family<RequestLabel, Counter>,
+}
+
+fn duration_histogram() -> Histogram {
+    // From a fraction of a second (the reference provider) to an hour (a real cloud).
+    Histogram::new([
+        0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0, 3600.0,
+    ])
+}
+
+/// Shared by reconciles.
+struct Context {
+    client: Client,
+    settings: Settings,
+    providers: Providers,
+    provider_names: Vec<String>,
+    restorer: Option<StatusRestorer>,
+    secrets: Store<Secret>,
+    leadership: watch::Receiver<Leadership>,
+    backoffs: Backoffs<ObjectRef<KubernetesCluster>>,
+    metrics: ControllerMetrics,
+    cluster_metrics: ClusterMetrics,
+    recorder: Recorder,
+    /// Turns true once the Secret cache has synced.
+    synced: watch::Receiver<bool>,
+}
+
+/// Everything [`run`] needs besides the plumbing every controller gets.
+pub struct Config {
+    pub settings: Settings,
+    pub providers: Providers,
+    /// The status vault's restore: consulted before acting on an object whose status is empty.
+    /// `None` when the vault does not run in this operator.
+    pub restorer: Option<StatusRestorer>,
+}
+
+/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
+pub async fn run(
+    client: Client,
+    watches: SharedWatches,
+    config: Config,
+    leadership: watch::Receiver<Leadership>,
+    registry: Arc<Metrics>,
+    ready: impl Fn(bool) + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let metrics = registry.controller(NAME);
+    let cluster_metrics = ClusterMetrics {
+        durations: Family::new_with_constructor(duration_histogram),
+        requests: Family::default(),
+    };
+    registry.register(
+        "vigil_kubernetescluster_operation_duration_seconds",
+        "Time from starting a provision, upgrade or delete to its end, by operation",
+        cluster_metrics.durations.clone(),
+    );
+    registry.register(
+        "vigil_kubernetescluster_provider_requests",
+        "Requests to cluster providers by provider, operation and result (ok, unavailable, \
+         rejected, not_found)",
+        cluster_metrics.requests.clone(),
+    );
+    let phases = Family::<PhaseLabel, Gauge>::default();
+    registry.register(
+        "vigil_kubernetescluster_clusters",
+        "KubernetesClusters by phase, from their status",
+        phases.clone(),
+    );
+
+    let (clusters, cluster_writer) = reflector::store();
+    let cluster_stream = lean_cache(
+        cluster_writer,
+        Index::new(|_: &KubernetesCluster| Vec::new()),
+        watch_all::<KubernetesCluster>(&watches),
+        slim_cluster,
+    );
+    let (secrets, secret_writer) = reflector::store();
+    let secret_stream = lean_cache(
+        secret_writer,
+        Index::new(|_: &Secret| Vec::new()),
+        watches.watch::<Secret>(None, &watcher::Config::default().labels(KUBECONFIG_LABEL)),
+        slim_secret,
+    );
+
+    let (synced_tx, synced) = watch::channel(false);
+    let ready_secrets = secrets.clone();
+    tokio::spawn(async move {
+        let ok = ready_secrets.wait_until_ready().await.is_ok();
+        let _ = synced_tx.send(ok);
+        ready(ok);
+    });
+    tokio::spawn(report_phases(clusters.clone(), phases));
+
+    let provider_names = config.providers.names().map(str::to_owned).collect();
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        settings: config.settings,
+        providers: config.providers,
+        provider_names,
+        restorer: config.restorer,
+        secrets,
+        leadership: leadership.clone(),
+        backoffs: Backoffs::new(BackoffPolicy::default()),
+        metrics,
+        cluster_metrics,
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "vigil".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        synced,
+    });
+
+    // Becoming leader: look at everything again.
+    let on_leadership = futures::stream::unfold(leadership, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    // A kubeconfig Secret concerns the cluster it is labelled with.
+    let for_secret = |secret: Secret| {
+        let name = secret.labels().get(CLUSTER_NAME_LABEL).cloned();
+        let namespace = secret.namespace();
+        name.zip(namespace)
+            .map(|(name, ns)| ObjectRef::<KubernetesCluster>::new(&name).within(&ns))
+    };
+
+    Controller::for_stream(cluster_stream, clusters)
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+        )
+        // Each shared watch backs off on its own (see `vigil_runtime::shared`).
+        .trigger_backoff(NoTriggerBackoff)
+        .watches_stream(secret_stream, for_secret)
+        .reconcile_all_on(on_leadership)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+/// The cache keeps what decisions read: no managed fields, no last-applied annotation.
+fn slim_cluster(cluster: &mut KubernetesCluster) {
+    cluster.metadata.managed_fields = None;
+    if let Some(annotations) = cluster.metadata.annotations.as_mut() {
+        annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// A kubeconfig Secret is cached without its data: the hash annotation says what it holds.
+fn slim_secret(secret: &mut Secret) {
+    secret.data = None;
+    secret.string_data = None;
+    secret.metadata.managed_fields = None;
+}
+
+/// Keeps `vigil_kubernetescluster_clusters{phase}` current from the cached statuses.
+async fn report_phases(clusters: Store<KubernetesCluster>, gauge: Family<PhaseLabel, Gauge>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(2));
+    loop {
+        tick.tick().await;
+        let mut counts = [0i64; Phase::ALL.len()];
+        for cluster in clusters.state() {
+            let phase = cluster
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .unwrap_or(Phase::Pending);
+            if let Some(i) = Phase::ALL.iter().position(|p| *p == phase) {
+                counts[i] += 1;
+            }
+        }
+        for (phase, count) in Phase::ALL.iter().zip(counts) {
+            gauge
+                .get_or_create(&PhaseLabel {
+                    phase: phase.as_str(),
+                })
+                .set(count);
+        }
+    }
+}
+
+fn view(cluster: &KubernetesCluster) -> ClusterView {
+    ClusterView {
+        namespace: cluster.namespace().unwrap_or_default(),
+        name: cluster.name_any(),
+        generation: cluster.metadata.generation,
+        spec: cluster.spec.clone(),
+        status: cluster.status.clone(),
+    }
+}
+
+async fn reconcile(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started();
+    if *ctx.leadership.borrow() != Leadership::Leading {
+        // Standbys keep warm caches and call no provider; becoming leader reconciles everything.
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    let mut synced = ctx.synced.clone();
+    if synced.wait_for(|s| *s).await.is_err() {
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    let result = reconcile_cluster(&cluster, &ctx).await;
+    let reference = ObjectRef::from_obj(cluster.as_ref());
+    match &result {
+        Ok(action) => {
+            if ctx.backoffs.success(&reference) {
+                tracing::info!(kubernetescluster = %reference, "recovered after quarantine");
+            }
+            timer.finish(if *action == Action::await_change() {
+                ReconcileResult::Success
+            } else {
+                ReconcileResult::RequeueAfter
+            });
+        }
+        Err(_) => timer.finish(ReconcileResult::Error),
+    }
+    result
+}
+
+async fn reconcile_cluster(cluster: &KubernetesCluster, ctx: &Context) -> Result<Action, Error> {
+    let view = view(cluster);
+    let has_finalizer = cluster.finalizers().iter().any(|f| f == FINALIZER);
+    if cluster.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer {
+            return Ok(Action::await_change());
+        }
+        return delete_cluster(cluster, &view, ctx).await;
+    }
+    // An object re-applied from git has no status: the vault may hold the one of the object it
+    // replaces (its clusterID above all). Creating before knowing would make a second cluster.
+    if view.cluster_id().is_none()
+        && let Some(restorer) = &ctx.restorer
+    {
+        match restorer.ensure_restored(cluster).await {
+            RestoreOutcome::NothingToRestore => {}
+            // The restored object arrives as the next watch event.
+            RestoreOutcome::Restored(_) => return Ok(Action::requeue(RESTORE_PENDING_RETRY)),
+            RestoreOutcome::Pending(why) => {
+                tracing::debug!(cluster = %view.name, %why, "waiting for the status vault");
+                return Ok(Action::requeue(RESTORE_PENDING_RETRY));
+            }
+        }
+    }
+    if !has_finalizer {
+        // Before any provider call: a cluster is never created for an object that could go
+        // without its deletion being seen.
+        let mut finalizers = cluster.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_owned());
+        set_finalizers(ctx, cluster, finalizers).await?;
+        return Ok(Action::await_change());
+    }
+    reconcile_live(cluster, &view, ctx).await
+}
+
+/// Finalizers set by a merge patch guarded by the resourceVersion (see the ConfigMapSync
+/// controller for why not kube-runtime's helper).
+async fn set_finalizers(
+    ctx: &Context,
+    cluster: &KubernetesCluster,
+    finalizers: Vec<String>,
+) -> Result<(), kube::Error> {
+    let api: Api<KubernetesCluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": cluster.metadata.resource_version,
+    }});
+    api.patch(
+        &cluster.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Counts a provider request in the metrics by its result.
+fn count<T>(
+    ctx: &Context,
+    provider: &str,
+    operation: &'static str,
+    result: &Result<T, ProviderError>,
+) {
+    let result = match result {
+        Ok(_) => "ok",
+        Err(ProviderError::Unavailable(_)) => "unavailable",
+        Err(ProviderError::Rejected { .. }) => "rejected",
+        Err(ProviderError::NotFound(_)) => "not_found",
+    };
+    ctx.cluster_metrics
+        .requests
+        .get_or_create(&RequestLabel {
+            provider: provider.to_owned(),
+            operation,
+            result,
+        })
+        .inc();
+}
+
+/// The cluster of this object at its provider: by id once known, else by identity (a create
+/// whose answer was lost, or an object re-applied without status).
+async fn observe(
+    ctx: &Context,
+    provider: &dyn ClusterProvider,
+    view: &ClusterView,
+) -> Result<Option<ProviderCluster>, ProviderError> {
+    let name = view.provider_name();
+    match view.cluster_id() {
+        Some(id) => {
+            let result = match provider.get(id).await {
+                Err(ProviderError::NotFound(_)) => Ok(None),
+                other => other,
+            };
+            count(ctx, name, "Get", &result);
+            result
+        }
+        None => {
+            let result = provider.find(&view.identity()).await;
+            count(ctx, name, "Find", &result);
+            result
+        }
+    }
+}
+
+async fn execute(
+    ctx: &Context,
+    provider: &dyn ClusterProvider,
+    provider_name: &str,
+    call: &Call,
+) -> Result<ProviderCluster, ProviderError> {
+    let result = match call {
+        Call::Create(request) => provider.create(request).await,
+        Call::Upgrade { id, kube_version } => provider.upgrade(id, kube_version).await,
+        Call::SetAddons { id, addons } => provider.set_addons(id, addons).await,
+    };
+    count(ctx, provider_name, call.operation(), &result);
+    result
+}
+
+/// A live (not deleted) object: observe, decide, make the decided request, decide again on its
+/// answer, then write what differs.
+async fn reconcile_live(
+    cluster: &KubernetesCluster,
+    view: &ClusterView,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let now = k8s_openapi::jiff::Timestamp::now;
+    let provider_name = view.provider_name().to_owned();
+    let provider = ctx.providers.get(&provider_name);
+    let observed = match (&provider, view.spec.paused()) {
+        (Some(provider), false) => match observe(ctx, provider.as_ref(), view).await {
+            Ok(found) => Some(found),
+            Err(e) => return Err(unavailable(cluster, view, ctx, e).await),
+        },
+        _ => None,
+    };
+    let observation = match &observed {
+        None => Observed::NotAsked,
+        Some(None) => Observed::Absent,
+        Some(Some(found)) => Observed::Found(found),
+    };
+    let inputs = Inputs {
+        cluster: view,
+        observed: observation,
+        providers: &ctx.provider_names,
+        rejected: None,
+        settings: &ctx.settings,
+        now: now(),
+    };
+    let mut plan = decide::decide(&inputs);
+    let mut latest = observed.clone().flatten();
+    if let (Some(call), Some(provider)) = (plan.call.take(), &provider) {
+        let mut after = view.clone();
+        after.status = Some(plan.status.clone());
+        let events = std::mem::take(&mut plan.events);
+        match execute(ctx, provider.as_ref(), &provider_name, &call).await {
+            Ok(answer) => {
+                if let Some(status) = after.status.as_mut() {
+                    // Recorded at once: the next pass looks the cluster up by id.
+                    status.cluster_id = Some(answer.id.clone());
+                }
+                plan = decide::decide(&Inputs {
+                    cluster: &after,
+                    observed: Observed::Found(&answer),
+                    ..inputs.clone()
+                });
+                latest = Some(answer);
+            }
+            Err(ProviderError::Rejected { reason, message }) => {
+                let observed = match &latest {
+                    Some(found) => Observed::Found(found),
+                    None => Observed::Absent,
+                };
+                plan = decide::decide(&Inputs {
+                    cluster: &after,
+                    observed,
+                    rejected: Some((call.operation(), &reason, &message)),
+                    ..inputs.clone()
+                });
+            }
+            Err(e) => {
+                publish(ctx, cluster, &events).await;
+                return Err(unavailable(cluster, &after, ctx, e).await);
+            }
+        }
+        plan.events.splice(0..0, events);
+        // What the answer calls for next waits for the next pass.
+        plan.call = None;
+    }
+    for (operation, seconds) in &plan.finished {
+        ctx.cluster_metrics
+            .durations
+            .get_or_create(&OperationLabel { operation })
+            .observe(*seconds);
+    }
+    if let Some(found) = &latest
+        && let Some(kubeconfig) = &found.kubeconfig
+    {
+        ensure_kubeconfig_secret(ctx, cluster, kubeconfig).await?;
+    }
+    if cluster.status.as_ref() != Some(&plan.status) {
+        patch_status(ctx, cluster, &plan.status).await?;
+    }
+    publish(ctx, cluster, &plan.events).await;
+    Ok(plan
+        .requeue
+        .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// The provider did not answer: report it in status (Degraded), and hand the error to the
+/// error policy's backoff.
+async fn unavailable(
+    cluster: &KubernetesCluster,
+    view: &ClusterView,
+    ctx: &Context,
+    error: ProviderError,
+) -> Error {
+    let (status, events) = decide::provider_unavailable(
+        view,
+        &error.to_string(),
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    if cluster.status.as_ref() != Some(&status)
+        && let Err(e) = patch_status(ctx, cluster, &status).await
+    {
+        tracing::debug!(error = %e, "could not report the provider's outage in status");
+    }
+    publish(ctx, cluster, &events).await;
+    Error::Provider(error)
+}
+
+/// The object is being deleted: delete the cluster at its provider (unless orphaned), and
+/// release the finalizer once the provider says it is gone.
+async fn delete_cluster(
+    cluster: &KubernetesCluster,
+    view: &ClusterView,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let provider_name = view.provider_name().to_owned();
+    let provider = ctx.providers.get(&provider_name);
+    let asks_provider = view.spec.deletion_policy()
+        == vigil_apis::kubernetes_cluster::DeletionPolicy::Delete
+        && !view.spec.paused();
+    let target = match (&provider, asks_provider, view.cluster_id()) {
+        (_, false, _) | (None, _, _) => DeletionTarget::ProviderUnknown,
+        (Some(_), true, Some(id)) => DeletionTarget::Cluster(id.to_owned()),
+        (Some(provider), true, None) => match observe(ctx, provider.as_ref(), view).await {
+            Ok(Some(found)) => DeletionTarget::Cluster(found.id),
+            Ok(None) => DeletionTarget::Absent,
+            Err(e) => return Err(unavailable(cluster, view, ctx, e).await),
+        },
+    };
+    let now = k8s_openapi::jiff::Timestamp::now;
+    let mut plan = decide::decide_deletion(&DeletionInputs {
+        cluster: view,
+        target: target.clone(),
+        answer: None,
+        now: now(),
+    });
+    let mut refused = None;
+    if let (DeletionStep::Delete(id), Some(provider)) = (&plan.step, &provider) {
+        let result = provider.delete(id).await;
+        count(ctx, &provider_name, OP_DELETE, &result);
+        let answer = match result {
+            Ok(Deletion::Gone) | Err(ProviderError::NotFound(_)) => DeleteAnswer::Gone,
+            Ok(Deletion::InProgress(progress)) => DeleteAnswer::InProgress(progress),
+            Err(ProviderError::Rejected { reason, message }) => {
+                refused = Some(ProviderError::Rejected {
+                    reason: reason.clone(),
+                    message: message.clone(),
+                });
+                DeleteAnswer::Refused(reason, message)
+            }
+            Err(e) => {
+                publish(ctx, cluster, &plan.events).await;
+                return Err(unavailable(cluster, view, ctx, e).await);
+            }
+        };
+        let mut after = view.clone();
+        after.status = Some(plan.status.clone());
+        let events = std::mem::take(&mut plan.events);
+        plan = decide::decide_deletion(&DeletionInputs {
+            cluster: &after,
+            target,
+            answer: Some(&answer),
+            now: now(),
+        });
+        plan.events.splice(0..0, events);
+    }
+    match plan.step {
+        DeletionStep::Release => {
+            if let Some(since) = &cluster.metadata.deletion_timestamp
+                && asks_provider
+            {
+                let seconds = now().duration_since(since.0).as_secs_f64().max(0.0);
+                ctx.cluster_metrics
+                    .durations
+                    .get_or_create(&OperationLabel {
+                        operation: OP_DELETE,
+                    })
+                    .observe(seconds);
+            }
+            publish(ctx, cluster, &plan.events).await;
+            let rest: Vec<String> = cluster
+                .finalizers()
+                .iter()
+                .filter(|f| *f != FINALIZER)
+                .cloned()
+                .collect();
+            set_finalizers(ctx, cluster, rest).await?;
+            ctx.backoffs.forget(&ObjectRef::from_obj(cluster));
+            Ok(Action::await_change())
+        }
+        DeletionStep::Wait | DeletionStep::Delete(_) => {
+            if cluster.status.as_ref() != Some(&plan.status) {
+                patch_status(ctx, cluster, &plan.status).await?;
+            }
+            publish(ctx, cluster, &plan.events).await;
+            match refused {
+                // Retried with backoff: the provider may change its mind.
+                Some(e) => Err(Error::Provider(e)),
+                None if asks_provider && provider.is_some() => {
+                    Ok(Action::requeue(ctx.settings.poll_interval))
+                }
+                None => Ok(Action::await_change()),
+            }
+        }
+    }
+}
+
+/// `sha256:` of the kubeconfig, as the Secret's hash annotation holds it.
+fn kubeconfig_hash(kubeconfig: &str) -> String {
+    let digest = sha2::Sha256::digest(kubeconfig.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// The name of a cluster's kubeconfig Secret (Cluster API's convention).
+pub fn kubeconfig_secret_name(cluster_name: &str) -> String {
+    format!("{cluster_name}-kubeconfig")
+}
+
+/// Writes `<name>-kubeconfig` when the cached one is missing or holds another kubeconfig.
+async fn ensure_kubeconfig_secret(
+    ctx: &Context,
+    cluster: &KubernetesCluster,
+    kubeconfig: &str,
+) -> Result<(), kube::Error> {
+    let namespace = cluster.namespace().unwrap_or_default();
+    let name = kubeconfig_secret_name(&cluster.name_any());
+    let hash = kubeconfig_hash(kubeconfig);
+    let cached = ctx.secrets.get(&ObjectRef::new(&name).within(&namespace));
+    if cached
+        .as_ref()
+        .and_then(|s| s.annotations().get(KUBECONFIG_HASH_ANNOTATION).cloned())
+        .as_deref()
+        == Some(hash.as_str())
+    {
+        return Ok(());
+    }
+    let owner = OwnerReference {
+        api_version: KubernetesCluster::api_version(&()).into_owned(),
+        kind: KubernetesCluster::kind(&()).into_owned(),
+        name: cluster.name_any(),
+        uid: cluster.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.clone()),
+            namespace: Some(namespace.clone()),
+            labels: Some(
+                [
+                    (CLUSTER_NAME_LABEL.to_owned(), cluster.name_any()),
+                    (KUBECONFIG_LABEL.to_owned(), "true".to_owned()),
+                    (
+                        "app.kubernetes.io/managed-by".to_owned(),
+                        "vigil".to_owned(),
+                    ),
+                ]
+                .into(),
+            ),
+            annotations: Some([(KUBECONFIG_HASH_ANNOTATION.to_owned(), hash)].into()),
+            owner_references: Some(vec![owner]),
+            ..Default::default()
+        },
+        type_: Some(KUBECONFIG_SECRET_TYPE.to_owned()),
+        data: Some(
+            [(
+                KUBECONFIG_KEY.to_owned(),
+                ByteString(kubeconfig.as_bytes().to_vec()),
+            )]
+            .into(),
+        ),
+        ..Default::default()
+    };
+    let mut value = serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?;
+    value["apiVersion"] = "v1".into();
+    value["kind"] = "Secret".into();
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&value),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn patch_status(
+    ctx: &Context,
+    cluster: &KubernetesCluster,
+    status: &KubernetesClusterStatus,
+) -> Result<(), kube::Error> {
+    let api: Api<KubernetesCluster> =
+        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    // A merge patch leaves out what serializes as absent: send the lists and optional fields
+    // explicitly, or an emptied one would stay in the stored status forever.
+    let mut patch = serde_json::json!({"status": status});
+    for (field, value) in [
+        ("addons", serde_json::json!(status.addons)),
+        ("conditions", serde_json::json!(status.conditions)),
+        ("rejection", serde_json::json!(status.rejection)),
+        ("apiServerURL", serde_json::json!(status.api_server_url)),
+    ] {
+        patch["status"][field] = value;
+    }
+    api.patch_status(
+        &cluster.name_any(),
+        &PatchParams::apply(FIELD_MANAGER),
+        &Patch::Merge(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]) {
+    let reference = cluster.object_ref(&());
+    for note in notes {
+        let event = events::event(note.warning, &note.reason, &note.note, "Reconcile");
+        events::record(&ctx.recorder, &event, &reference).await;
+    }
+}
+
+/// Failures retry with per-object exponential backoff; one that keeps failing is quarantined
+/// (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
+fn error_policy(cluster: Arc<KubernetesCluster>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failed = ctx.backoffs.reconcile_failed(
+        &ObjectRef::from_obj(cluster.as_ref()),
+        &format!(
+            "kubernetescluster/{}/{}",
+            cluster.namespace().unwrap_or_default(),
+            cluster.name_any()
+        ),
+        error,
+        &ctx.metrics,
+    );
+    if let Some(message) = failed.quarantine {
+        tokio::spawn(report_quarantine(cluster.clone(), ctx.clone(), message));
+    }
+    Action::requeue(failed.retry_after)
+}
+
+async fn report_quarantine(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>, message: String) {
+    let mut status = cluster.status.clone().unwrap_or_default();
+    if conditions::set_reconcile_failing(
+        &mut status.conditions,
+        &message,
+        cluster.metadata.generation,
+    ) && let Err(e) = patch_status(&ctx, &cluster, &status).await
+    {
+        tracing::debug!(error = %e, "could not report the quarantine in status");
+    }
+    let note = EventNote::warning(conditions::REASON_RECONCILE_FAILING, message);
+    publish(&ctx, &cluster, &[note]).await;
+}

@@ -1,0 +1,805 @@
+//! The pure decisions of the KubernetesCluster controller: from the object and what its provider
+//! reports, the one provider request to make (if any), the status to hold, and the Events to
+//! record. No I/O: every branch is unit-tested below.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use vigil_apis::kubernetes_cluster::{
+    AddonStatus, DeletionPolicy, KubernetesClusterStatus, Phase, Rejection,
+};
+use vigil_provider::{AddonState, ClusterState, ProviderCluster, compare_versions};
+use vigil_runtime::conditions::{self, NewCondition, Status};
+
+use super::model::{
+    Call, ClusterView, DeleteAnswer, DeletionPlan, DeletionStep, DeletionTarget, EventNote,
+    OP_CREATE, OP_SET_ADDONS, OP_UPGRADE, Observed, Plan, Settings,
+};
+
+/// Condition types.
+pub const READY: &str = "Ready";
+pub const PROVISIONING: &str = "Provisioning";
+pub const UPGRADING: &str = "Upgrading";
+pub const DEGRADED: &str = "Degraded";
+pub const DELETING: &str = "Deleting";
+pub const PAUSED: &str = "Paused";
+
+/// Reasons (conditions and Events).
+pub const REASON_CREATING: &str = "Creating";
+pub const REASON_PROVISIONING: &str = "Provisioning";
+pub const REASON_PROVISIONED: &str = "Provisioned";
+pub const REASON_ADOPTED: &str = "Adopted";
+pub const REASON_CLUSTER_READY: &str = "ClusterReady";
+pub const REASON_UPGRADING: &str = "Upgrading";
+pub const REASON_UPGRADED: &str = "Upgraded";
+pub const REASON_UP_TO_DATE: &str = "UpToDate";
+pub const REASON_AS_EXPECTED: &str = "AsExpected";
+pub const REASON_DOWNGRADE_REFUSED: &str = "DowngradeRefused";
+pub const REASON_IMMUTABLE_FIELD_CHANGED: &str = "ImmutableFieldChanged";
+pub const REASON_IDENTITY_MISMATCH: &str = "IdentityMismatch";
+pub const REASON_CLUSTER_NOT_FOUND: &str = "ClusterNotFound";
+pub const REASON_CLUSTER_FAILED: &str = "ClusterFailed";
+pub const REASON_ADDON_FAILED: &str = "AddonFailed";
+pub const REASON_CONVERGING_ADDONS: &str = "ConvergingAddons";
+pub const REASON_ADDONS_READY: &str = "AddonsReady";
+pub const REASON_DRIFT_DETECTED: &str = "DriftDetected";
+pub const REASON_PROVIDER_UNKNOWN: &str = "ProviderUnknown";
+pub const REASON_PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
+pub const REASON_DELETING_AT_PROVIDER: &str = "DeletingAtProvider";
+pub const REASON_PAUSED: &str = "Paused";
+pub const REASON_RESUMED: &str = "Resumed";
+pub const REASON_DELETING: &str = "Deleting";
+pub const REASON_DELETED: &str = "Deleted";
+pub const REASON_ORPHANED: &str = "Orphaned";
+pub const REASON_DELETE_WAITS: &str = "DeletionWaits";
+
+/// Everything one decision reads.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    pub cluster: &'a ClusterView,
+    pub observed: Observed<'a>,
+    /// The names of the providers the operator knows (to say so when the spec names another).
+    pub providers: &'a [String],
+    /// A request the provider just refused: operation, reason, message.
+    pub rejected: Option<(&'a str, &'a str, &'a str)>,
+    pub settings: &'a Settings,
+    pub now: Timestamp,
+}
+
+/// Builds the status and Events of one pass: conditions change only when they must, and an
+/// Event goes out only when a condition changes (so a steady cluster records nothing).
+struct Report {
+    status: KubernetesClusterStatus,
+    generation: Option<i64>,
+    now: Time,
+    events: Vec<EventNote>,
+    /// Operations that just finished, with their duration in seconds.
+    finished: Vec<(&'static str, f64)>,
+}
+
+impl Report {
+    fn new(view: &ClusterView, now: Timestamp) -> Self {
+        let mut status = view.status.clone().unwrap_or_default();
+        status.observed_generation = view.generation;
+        Self {
+            status,
+            generation: view.generation,
+            now: Time(now),
+            events: Vec::new(),
+            finished: Vec::new(),
+        }
+    }
+
+    /// Sets a condition; returns whether it changed.
+    fn set(&mut self, type_: &str, status: Status, reason: &str, message: &str) -> bool {
+        conditions::set(
+            &mut self.status.conditions,
+            &NewCondition {
+                type_,
+                status,
+                reason,
+                message,
+                observed_generation: self.generation,
+            },
+            &self.now,
+        )
+    }
+
+    fn is_true(&self, type_: &str) -> bool {
+        conditions::is_true(&self.status.conditions, type_)
+    }
+
+    /// How long the condition has held its status, in seconds.
+    fn held_for(&self, type_: &str) -> Option<f64> {
+        let since = conditions::find(&self.status.conditions, type_)?
+            .last_transition_time
+            .0;
+        let span = self.now.0.duration_since(since);
+        Some(span.as_secs_f64().max(0.0))
+    }
+
+    /// Sets `type_` and records an Event when it turns `True` (or, with `on_false`, `False`).
+    fn transition(
+        &mut self,
+        type_: &str,
+        status: Status,
+        reason: &str,
+        message: &str,
+        event: Option<(bool, &str)>,
+    ) {
+        let was_true = self.is_true(type_);
+        self.set(type_, status, reason, message);
+        let now_true = status == Status::True;
+        if let Some((warning, event_reason)) = event
+            && was_true != now_true
+            && (now_true || !warning)
+        {
+            self.events.push(EventNote {
+                warning,
+                reason: event_reason.to_owned(),
+                note: message.to_owned(),
+            });
+        }
+    }
+
+    fn event(&mut self, note: EventNote) {
+        self.events.push(note);
+    }
+
+    /// Degraded: `Some` sets it True with a Warning Event when the reason is new; `None` clears
+    /// it.
+    fn degraded(&mut self, problem: Option<(String, String)>) {
+        match problem {
+            Some((reason, message)) => {
+                let before = conditions::find(&self.status.conditions, DEGRADED)
+                    .map(|c| (c.status.clone(), c.reason.clone()));
+                self.set(DEGRADED, Status::True, &reason, &message);
+                if before != Some(("True".to_owned(), reason.clone())) {
+                    self.events.push(EventNote::warning(&reason, message));
+                }
+            }
+            None => {
+                self.set(
+                    DEGRADED,
+                    Status::False,
+                    REASON_AS_EXPECTED,
+                    "the cluster matches its spec",
+                );
+            }
+        }
+    }
+
+    fn plan(self, call: Option<Call>, requeue: Option<std::time::Duration>) -> Plan {
+        Plan {
+            call,
+            status: self.status,
+            events: self.events,
+            requeue,
+            finished: self.finished,
+        }
+    }
+}
+
+/// The rejection of `operation` recorded for this generation, if any.
+fn rejection_for<'a>(
+    status: &'a KubernetesClusterStatus,
+    operation: &str,
+) -> Option<&'a Rejection> {
+    status
+        .rejection
+        .as_ref()
+        .filter(|r| r.operation == operation)
+}
+
+/// Decides one pass for a KubernetesCluster that is not being deleted.
+pub fn decide(inputs: &Inputs<'_>) -> Plan {
+    let view = inputs.cluster;
+    let settings = inputs.settings;
+    let mut report = Report::new(view, inputs.now);
+
+    // A refusal holds for the generation it was made for: a new spec is worth asking again.
+    if report
+        .status
+        .rejection
+        .as_ref()
+        .is_some_and(|r| r.observed_generation != view.generation)
+    {
+        report.status.rejection = None;
+    }
+    if let Some((operation, reason, message)) = inputs.rejected {
+        report.status.rejection = Some(Rejection {
+            operation: operation.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            observed_generation: view.generation,
+        });
+        report.event(EventNote::warning(
+            reason,
+            format!("the provider refused {operation}: {message}"),
+        ));
+    }
+
+    if view.spec.paused() {
+        report.transition(
+            PAUSED,
+            Status::True,
+            REASON_PAUSED,
+            "spec.paused is true: Vigil makes no call to the provider",
+            Some((false, REASON_PAUSED)),
+        );
+        if report.status.phase.is_none() {
+            report.status.phase = Some(Phase::Pending);
+        }
+        return report.plan(None, None);
+    }
+    if conditions::find(&report.status.conditions, PAUSED).is_some() {
+        report.transition(
+            PAUSED,
+            Status::False,
+            REASON_RESUMED,
+            "spec.paused is false: Vigil reconciles the cluster",
+            Some((false, REASON_RESUMED)),
+        );
+    }
+
+    let provider = view.provider_name().to_owned();
+    let cluster = match inputs.observed {
+        Observed::NotAsked => {
+            let message = format!(
+                "the operator knows no provider named {provider:?} (known: {})",
+                inputs.providers.join(", ")
+            );
+            report.set(READY, Status::False, REASON_PROVIDER_UNKNOWN, &message);
+            report.degraded(Some((REASON_PROVIDER_UNKNOWN.to_owned(), message)));
+            if report.status.phase.is_none() {
+                report.status.phase = Some(Phase::Pending);
+            }
+            return report.plan(None, None);
+        }
+        Observed::Absent => return decide_absent(view, &provider, settings, report),
+        Observed::Found(cluster) => cluster,
+    };
+
+    let adopted = view.cluster_id().is_none();
+    record_cluster(&mut report.status, cluster, &provider, view);
+    if adopted {
+        report.event(EventNote::normal(
+            REASON_ADOPTED,
+            format!(
+                "found cluster {} at provider {provider} for {}: adopting it",
+                cluster.id,
+                view.identity()
+            ),
+        ));
+    }
+
+    if cluster.identity != view.identity() {
+        let message = format!(
+            "cluster {} at provider {provider} belongs to {}, not to {}: Vigil leaves it alone",
+            cluster.id,
+            cluster.identity,
+            view.identity()
+        );
+        report.set(READY, Status::False, REASON_IDENTITY_MISMATCH, &message);
+        report.degraded(Some((REASON_IDENTITY_MISMATCH.to_owned(), message)));
+        report.status.phase = Some(Phase::Failed);
+        return report.plan(None, Some(settings.resync_interval));
+    }
+
+    let mut problems: Vec<(String, String)> = Vec::new();
+    let immutable = immutable_changes(view, cluster);
+    if !immutable.is_empty() {
+        problems.push((
+            REASON_IMMUTABLE_FIELD_CHANGED.to_owned(),
+            format!(
+                "{} cannot change once the cluster exists; the cluster keeps its original values",
+                immutable.join(", ")
+            ),
+        ));
+    }
+
+    match cluster.state {
+        ClusterState::Provisioning => {
+            let message = progress(cluster, "provisioning");
+            report.status.phase = Some(Phase::Provisioning);
+            report.transition(
+                PROVISIONING,
+                Status::True,
+                REASON_PROVISIONING,
+                &message,
+                None,
+            );
+            report.set(READY, Status::False, REASON_PROVISIONING, &message);
+            report.degraded(problems.into_iter().next());
+            report.plan(None, Some(settings.poll_interval))
+        }
+        ClusterState::Upgrading => {
+            let message = progress(cluster, "upgrading");
+            report.status.phase = Some(Phase::Upgrading);
+            report.set(UPGRADING, Status::True, REASON_UPGRADING, &message);
+            report.degraded(problems.into_iter().next());
+            report.plan(None, Some(settings.poll_interval))
+        }
+        ClusterState::Deleting => {
+            let message = progress(cluster, "being deleted by the provider");
+            report.status.phase = Some(Phase::Deleting);
+            report.set(READY, Status::False, REASON_DELETING_AT_PROVIDER, &message);
+            report.degraded(Some((REASON_DELETING_AT_PROVIDER.to_owned(), message)));
+            report.plan(None, Some(settings.poll_interval))
+        }
+        ClusterState::Failed => {
+            let message = format!(
+                "the provider reports cluster {} failed: {}",
+                cluster.id,
+                cluster.message.as_deref().unwrap_or("no reason given")
+            );
+            report.status.phase = Some(Phase::Failed);
+            report.set(READY, Status::False, REASON_CLUSTER_FAILED, &message);
+            report.degraded(Some((REASON_CLUSTER_FAILED.to_owned(), message)));
+            report.plan(None, Some(settings.resync_interval))
+        }
+        ClusterState::Running => decide_running(view, cluster, settings, problems, report),
+    }
+}
+
+/// No cluster at the provider: create one — unless one existed (it vanished: say so, do not
+/// silently provision a blank replacement) or the provider refused this spec.
+fn decide_absent(
+    view: &ClusterView,
+    provider: &str,
+    settings: &Settings,
+    mut report: Report,
+) -> Plan {
+    if let Some(id) = view.cluster_id() {
+        let message = format!(
+            "provider {provider} has no cluster {id} any more; Vigil does not re-create it on its \
+             own (its state would be lost): to provision a new one, clear status.clusterID"
+        );
+        report.status.phase = Some(Phase::Failed);
+        report.status.api_server_url = None;
+        report.set(READY, Status::False, REASON_CLUSTER_NOT_FOUND, &message);
+        report.degraded(Some((REASON_CLUSTER_NOT_FOUND.to_owned(), message)));
+        return report.plan(None, Some(settings.resync_interval));
+    }
+    if let Some(rejection) = rejection_for(&report.status, OP_CREATE).cloned() {
+        report.status.phase = Some(Phase::Pending);
+        report.set(READY, Status::False, &rejection.reason, &rejection.message);
+        report.set(
+            PROVISIONING,
+            Status::False,
+            &rejection.reason,
+            &rejection.message,
+        );
+        report.degraded(Some((rejection.reason.clone(), rejection.message.clone())));
+        return report.plan(None, None);
+    }
+    let message = format!(
+        "asking provider {provider} for a {} cluster, Kubernetes {}",
+        view.spec.type_, view.spec.kube_version
+    );
+    report.status.phase = Some(Phase::Provisioning);
+    report.status.provider = Some(provider.to_owned());
+    report.transition(
+        PROVISIONING,
+        Status::True,
+        REASON_CREATING,
+        &message,
+        Some((false, REASON_CREATING)),
+    );
+    report.set(READY, Status::False, REASON_PROVISIONING, &message);
+    report.plan(
+        Some(Call::Create(view.request())),
+        Some(settings.poll_interval),
+    )
+}
+
+/// A running cluster: finish reports of operations that ended, then converge the version and
+/// the addons, one request at a time.
+fn decide_running(
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+    settings: &Settings,
+    mut problems: Vec<(String, String)>,
+    mut report: Report,
+) -> Plan {
+    let url = cluster.api_server_url.as_deref().unwrap_or("(no URL)");
+    let version = cluster
+        .master_version
+        .as_deref()
+        .unwrap_or(&cluster.kube_version);
+    if report.is_true(PROVISIONING) {
+        if let Some(secs) = report.held_for(PROVISIONING) {
+            report.finished.push((OP_CREATE, secs));
+        }
+        report.transition(
+            PROVISIONING,
+            Status::False,
+            REASON_PROVISIONED,
+            &format!(
+                "cluster {} serves at {url}, Kubernetes {version}",
+                cluster.id
+            ),
+            Some((false, REASON_PROVISIONED)),
+        );
+    }
+    if report.is_true(UPGRADING) {
+        if let Some(secs) = report.held_for(UPGRADING) {
+            report.finished.push((OP_UPGRADE, secs));
+        }
+        report.transition(
+            UPGRADING,
+            Status::False,
+            REASON_UP_TO_DATE,
+            &format!("cluster {} runs Kubernetes {version}", cluster.id),
+            Some((false, REASON_UPGRADED)),
+        );
+    }
+
+    let mut call = None;
+    let mut requeue = None;
+    match compare_versions(&view.spec.kube_version, &cluster.kube_version) {
+        Some(Ordering::Greater) => match rejection_for(&report.status, OP_UPGRADE) {
+            Some(r) => problems.push((r.reason.clone(), r.message.clone())),
+            None => {
+                let message = format!(
+                    "upgrading cluster {} from Kubernetes {} to {}",
+                    cluster.id, cluster.kube_version, view.spec.kube_version
+                );
+                report.status.phase = Some(Phase::Upgrading);
+                report.transition(
+                    UPGRADING,
+                    Status::True,
+                    REASON_UPGRADING,
+                    &message,
+                    Some((false, REASON_UPGRADING)),
+                );
+                call = Some(Call::Upgrade {
+                    id: cluster.id.clone(),
+                    kube_version: view.spec.kube_version.clone(),
+                });
+            }
+        },
+        Some(Ordering::Less) => problems.push((
+            REASON_DOWNGRADE_REFUSED.to_owned(),
+            format!(
+                "spec.kubeVersion {} is older than the cluster's {}: Kubernetes clusters cannot \
+                 be downgraded; set it back to {} or later",
+                view.spec.kube_version, cluster.kube_version, cluster.kube_version
+            ),
+        )),
+        Some(Ordering::Equal) => {
+            if report.status.phase != Some(Phase::Upgrading) {
+                report.set(
+                    UPGRADING,
+                    Status::False,
+                    REASON_UP_TO_DATE,
+                    &format!("cluster {} runs Kubernetes {version}", cluster.id),
+                );
+            }
+        }
+        None => problems.push((
+            REASON_DOWNGRADE_REFUSED.to_owned(),
+            format!(
+                "cannot compare spec.kubeVersion {} with the cluster's {}",
+                view.spec.kube_version, cluster.kube_version
+            ),
+        )),
+    }
+
+    // Addons: only once no other request is on its way this pass.
+    let desired = view.desired_addons();
+    let actual: BTreeMap<&str, &str> = cluster
+        .addons
+        .iter()
+        .filter(|a| a.state != AddonState::Removing)
+        .map(|a| (a.name.as_str(), a.version.as_str()))
+        .collect();
+    let wanted: BTreeMap<&str, &str> = desired
+        .iter()
+        .map(|a| (a.name.as_str(), a.version.as_str()))
+        .collect();
+    if actual != wanted {
+        let drift = drifted_addons(view, cluster);
+        if !drift.is_empty() {
+            report.event(EventNote::warning(
+                REASON_DRIFT_DETECTED,
+                format!(
+                    "addons changed outside Vigil: {}; restoring the declared ones",
+                    drift.join(", ")
+                ),
+            ));
+        }
+        match rejection_for(&report.status, OP_SET_ADDONS) {
+            Some(r) => problems.push((r.reason.clone(), r.message.clone())),
+            None if call.is_none() => {
+                report.event(EventNote::normal(
+                    REASON_CONVERGING_ADDONS,
+                    describe_addon_changes(&actual, &wanted),
+                ));
+                call = Some(Call::SetAddons {
+                    id: cluster.id.clone(),
+                    addons: desired.clone(),
+                });
+            }
+            // The upgrade goes first; the addons follow on a later pass.
+            None => {}
+        }
+    }
+    if cluster
+        .addons
+        .iter()
+        .any(|a| matches!(a.state, AddonState::Installing | AddonState::Removing))
+        || call.is_some()
+    {
+        requeue = Some(settings.poll_interval);
+    }
+    if let Some(failed) = cluster
+        .addons
+        .iter()
+        .find(|a| a.state == AddonState::Failed)
+    {
+        problems.push((
+            REASON_ADDON_FAILED.to_owned(),
+            format!(
+                "addon {} {} failed: {}",
+                failed.name,
+                failed.version,
+                failed.message.as_deref().unwrap_or("no reason given")
+            ),
+        ));
+    }
+
+    if call.is_none() || report.status.phase != Some(Phase::Upgrading) {
+        report.status.phase = Some(Phase::Ready);
+    }
+    report.set(
+        READY,
+        Status::True,
+        REASON_CLUSTER_READY,
+        &format!(
+            "cluster {} serves at {url}, Kubernetes {version}",
+            cluster.id
+        ),
+    );
+    report.degraded(problems.into_iter().next());
+    let requeue = requeue.or(Some(settings.resync_interval));
+    report.plan(call, requeue)
+}
+
+/// `progress` of a long operation, or a default text.
+fn progress(cluster: &ProviderCluster, doing: &str) -> String {
+    match &cluster.progress {
+        Some(p) => format!("cluster {} is {doing}: {p}", cluster.id),
+        None => format!("cluster {} is {doing}", cluster.id),
+    }
+}
+
+/// The spec fields that cannot change once the cluster exists, and differ from it.
+fn immutable_changes(view: &ClusterView, cluster: &ProviderCluster) -> Vec<String> {
+    let mut out = Vec::new();
+    let pairs = [
+        ("spec.type", &view.spec.type_, &cluster.type_),
+        ("spec.env", &view.spec.env, &cluster.env),
+        ("spec.osVersion", &view.spec.os_version, &cluster.os_version),
+    ];
+    for (field, spec, actual) in pairs {
+        if spec != actual {
+            out.push(format!("{field} ({actual} → {spec})"));
+        }
+    }
+    out
+}
+
+/// Addons the last status showed installed as declared, which the provider now reports missing
+/// or at another version: changed behind Vigil's back.
+fn drifted_addons(view: &ClusterView, cluster: &ProviderCluster) -> Vec<String> {
+    let Some(previous) = &view.status else {
+        return Vec::new();
+    };
+    previous
+        .addons
+        .iter()
+        .filter(|a| a.state == "Installed")
+        .filter(|a| {
+            view.spec
+                .addons
+                .iter()
+                .any(|d| d.name == a.name && d.version == a.version)
+        })
+        .filter_map(|a| match cluster.addons.iter().find(|c| c.name == a.name) {
+            None => Some(format!("{} removed", a.name)),
+            Some(c) if c.version != a.version => {
+                Some(format!("{} changed to {}", a.name, c.version))
+            }
+            Some(_) => None,
+        })
+        .collect()
+}
+
+fn describe_addon_changes(actual: &BTreeMap<&str, &str>, wanted: &BTreeMap<&str, &str>) -> String {
+    let mut parts = Vec::new();
+    for (name, version) in wanted {
+        match actual.get(name) {
+            None => parts.push(format!("installing {name} {version}")),
+            Some(v) if v != version => parts.push(format!("moving {name} from {v} to {version}")),
+            Some(_) => {}
+        }
+    }
+    for name in actual.keys().filter(|n| !wanted.contains_key(*n)) {
+        parts.push(format!("removing {name}"));
+    }
+    format!("converging addons: {}", parts.join(", "))
+}
+
+/// Copies what the provider reports into the status: id, URL, version and each addon's state
+/// (declared addons the provider does not have are `Missing`).
+fn record_cluster(
+    status: &mut KubernetesClusterStatus,
+    cluster: &ProviderCluster,
+    provider: &str,
+    view: &ClusterView,
+) {
+    status.cluster_id = Some(cluster.id.clone());
+    status.provider = Some(provider.to_owned());
+    status.api_server_url = cluster.api_server_url.clone();
+    status.master_version = cluster.master_version.clone();
+    status.kube_version = Some(cluster.kube_version.clone());
+    let mut addons: Vec<AddonStatus> = cluster
+        .addons
+        .iter()
+        .map(|a| AddonStatus {
+            name: a.name.clone(),
+            version: a.version.clone(),
+            state: addon_state(a.state).to_owned(),
+            message: a.message.clone(),
+        })
+        .collect();
+    for declared in &view.spec.addons {
+        if !addons.iter().any(|a| a.name == declared.name) {
+            addons.push(AddonStatus {
+                name: declared.name.clone(),
+                version: declared.version.clone(),
+                state: "Missing".into(),
+                message: None,
+            });
+        }
+    }
+    addons.sort_by(|a, b| a.name.cmp(&b.name));
+    status.addons = addons;
+}
+
+fn addon_state(state: AddonState) -> &'static str {
+    match state {
+        AddonState::Installing => "Installing",
+        AddonState::Installed => "Installed",
+        AddonState::Removing => "Removing",
+        AddonState::Failed => "Failed",
+    }
+}
+
+/// Everything the deletion decision reads.
+#[derive(Debug, Clone)]
+pub struct DeletionInputs<'a> {
+    pub cluster: &'a ClusterView,
+    /// The cluster to delete: by id, or found by identity when no id is known (a create whose
+    /// answer was lost).
+    pub target: DeletionTarget,
+    /// What the provider answered to this pass's delete, once asked.
+    pub answer: Option<&'a DeleteAnswer>,
+    pub now: Timestamp,
+}
+
+/// Decides a pass over a KubernetesCluster being deleted: orphan it, wait, ask the provider to
+/// delete the cluster, or — once the provider says it is gone — release the finalizer.
+pub fn decide_deletion(inputs: &DeletionInputs<'_>) -> DeletionPlan {
+    let view = inputs.cluster;
+    let mut report = Report::new(view, inputs.now);
+    let provider = view.provider_name().to_owned();
+    report.status.phase = Some(Phase::Deleting);
+    let plan = |report: Report, step| DeletionPlan {
+        step,
+        status: report.status,
+        events: report.events,
+    };
+
+    if view.spec.deletion_policy() == DeletionPolicy::Orphan {
+        let what = view
+            .cluster_id()
+            .map_or_else(|| "no cluster".to_owned(), |id| format!("cluster {id}"));
+        report.event(EventNote::normal(
+            REASON_ORPHANED,
+            format!("deletionPolicy is Orphan: {what} left at provider {provider}"),
+        ));
+        return plan(report, DeletionStep::Release);
+    }
+    if view.spec.paused() {
+        report.set(
+            DELETING,
+            Status::True,
+            REASON_DELETE_WAITS,
+            "deletion waits: spec.paused is true, so Vigil makes no call to the provider",
+        );
+        return plan(report, DeletionStep::Wait);
+    }
+    let id = match (&inputs.target, inputs.answer) {
+        (_, Some(DeleteAnswer::Gone)) | (DeletionTarget::Absent, _) => {
+            report.set(
+                DELETING,
+                Status::True,
+                REASON_DELETED,
+                &format!("the cluster is gone at provider {provider}"),
+            );
+            report.event(EventNote::normal(
+                REASON_DELETED,
+                format!(
+                    "{} deleted at provider {provider}",
+                    view.cluster_id()
+                        .map_or_else(|| "the cluster".to_owned(), |id| format!("cluster {id}"))
+                ),
+            ));
+            return plan(report, DeletionStep::Release);
+        }
+        (DeletionTarget::ProviderUnknown, _) => {
+            let message = format!(
+                "deletion waits: the operator knows no provider named {provider:?}, so the \
+                 cluster cannot be deleted"
+            );
+            report.set(DELETING, Status::True, REASON_PROVIDER_UNKNOWN, &message);
+            report.degraded(Some((REASON_PROVIDER_UNKNOWN.to_owned(), message)));
+            return plan(report, DeletionStep::Wait);
+        }
+        (DeletionTarget::Cluster(id), _) => id.clone(),
+    };
+    match inputs.answer {
+        None | Some(DeleteAnswer::Gone) => {
+            let message = format!("deleting cluster {id} at provider {provider}");
+            report.transition(
+                DELETING,
+                Status::True,
+                REASON_DELETING,
+                &message,
+                Some((false, REASON_DELETING)),
+            );
+            plan(report, DeletionStep::Delete(id))
+        }
+        Some(DeleteAnswer::InProgress(progress)) => {
+            let message = match progress {
+                Some(p) => format!("deleting cluster {id}: {p}"),
+                None => format!("deleting cluster {id}"),
+            };
+            report.set(DELETING, Status::True, REASON_DELETING, &message);
+            plan(report, DeletionStep::Wait)
+        }
+        Some(DeleteAnswer::Refused(reason, message)) => {
+            let message = format!(
+                "provider {provider} refuses to delete cluster {id}: {message}; the finalizer \
+                 stays until it agrees (or set deletionPolicy: Orphan)"
+            );
+            report.set(DELETING, Status::True, reason, &message);
+            report.degraded(Some((reason.clone(), message)));
+            plan(report, DeletionStep::Wait)
+        }
+    }
+}
+
+/// The provider did not answer: `Degraded` says so (with a Warning Event when it starts); the
+/// rest of the status stays as it was.
+pub fn provider_unavailable(
+    view: &ClusterView,
+    error: &str,
+    now: Timestamp,
+) -> (KubernetesClusterStatus, Vec<EventNote>) {
+    let mut report = Report::new(view, now);
+    let message = format!(
+        "provider {} does not answer: {error}; retrying with backoff",
+        view.provider_name()
+    );
+    report.degraded(Some((REASON_PROVIDER_UNAVAILABLE.to_owned(), message)));
+    (report.status, report.events)
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,593 @@
+//! Unit tests of the pure decisions.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use vigil_apis::kubernetes_cluster::{
+    Addon as SpecAddon, DeletionPolicy, KubernetesClusterSpec, KubernetesClusterStatus, Phase,
+    Product, ProductUuid,
+};
+use vigil_provider::{Addon, AddonState, AddonStatus, ClusterState, ProviderCluster};
+use vigil_runtime::conditions;
+
+use super::*;
+use crate::kubernetes_cluster::model::{
+    Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, Observed, Settings,
+};
+
+const UUID: &str = "aaa692e5-e6ce-4f19-ad20-6491ca74067c";
+
+fn spec() -> KubernetesClusterSpec {
+    KubernetesClusterSpec {
+        type_: "iks".into(),
+        env: "test".into(),
+        kube_version: "1.28".into(),
+        os_version: "UBUNTU_20_64".into(),
+        product: Product {
+            name: "this is my solo experiment".into(),
+            short_name: "experiment".into(),
+            uuid: ProductUuid { value: UUID.into() },
+        },
+        addons: vec![
+            SpecAddon {
+                name: "cluster-autoscaler".into(),
+                version: "1.2.2".into(),
+            },
+            SpecAddon {
+                name: "vpc-block-csi-driver".into(),
+                version: "5.2".into(),
+            },
+        ],
+        paused: None,
+        deletion_policy: None,
+        provider: None,
+    }
+}
+
+fn view(status: Option<KubernetesClusterStatus>) -> ClusterView {
+    ClusterView {
+        namespace: "default".into(),
+        name: "my-custom-cluster-for-backup".into(),
+        generation: Some(1),
+        spec: spec(),
+        status,
+    }
+}
+
+fn running() -> ProviderCluster {
+    ProviderCluster {
+        id: "c-1".into(),
+        identity: view(None).identity(),
+        state: ClusterState::Running,
+        progress: None,
+        kube_version: "1.28".into(),
+        master_version: Some("1.28.0".into()),
+        api_server_url: Some("https://127.0.0.1:40001".into()),
+        addons: vec![
+            AddonStatus {
+                name: "cluster-autoscaler".into(),
+                version: "1.2.2".into(),
+                state: AddonState::Installed,
+                message: None,
+            },
+            AddonStatus {
+                name: "vpc-block-csi-driver".into(),
+                version: "5.2".into(),
+                state: AddonState::Installed,
+                message: None,
+            },
+        ],
+        kubeconfig: Some("apiVersion: v1".into()),
+        message: None,
+        type_: "iks".into(),
+        env: "test".into(),
+        os_version: "UBUNTU_20_64".into(),
+    }
+}
+
+fn settings() -> Settings {
+    Settings {
+        poll_interval: Duration::from_secs(2),
+        resync_interval: Duration::from_secs(60),
+    }
+}
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_second(secs).expect("a valid time")
+}
+
+const PROVIDERS: &[String] = &[];
+
+fn decide_at(view: &ClusterView, observed: Observed<'_>, now: i64) -> Plan {
+    decide(&Inputs {
+        cluster: view,
+        observed,
+        providers: PROVIDERS,
+        rejected: None,
+        settings: &settings(),
+        now: at(now),
+    })
+}
+
+fn condition<'a>(status: &'a KubernetesClusterStatus, type_: &str) -> (&'a str, &'a str) {
+    let c = conditions::find(&status.conditions, type_).expect("the condition is set");
+    (c.status.as_str(), c.reason.as_str())
+}
+
+fn reasons(plan: &Plan) -> Vec<&str> {
+    plan.events.iter().map(|e| e.reason.as_str()).collect()
+}
+
+/// Provisioned from scratch: Creating → Provisioning → Ready, as the provider reports.
+fn ready_status() -> KubernetesClusterStatus {
+    let v = view(None);
+    let created = decide_at(&v, Observed::Absent, 100);
+    let mut provisioning = running();
+    provisioning.state = ClusterState::Provisioning;
+    let mut with_id = created.status.clone();
+    with_id.cluster_id = Some("c-1".into());
+    let v = view(Some(with_id));
+    let mid = decide_at(&v, Observed::Found(&provisioning), 101);
+    let v = view(Some(mid.status));
+    decide_at(&v, Observed::Found(&running()), 130).status
+}
+
+#[test]
+fn absent_cluster_is_created_with_the_identity_and_the_spec() {
+    let v = view(None);
+    let plan = decide_at(&v, Observed::Absent, 100);
+    let Some(Call::Create(request)) = &plan.call else {
+        panic!("expected a create, got {:?}", plan.call);
+    };
+    assert_eq!(request.identity.uuid, UUID);
+    assert_eq!(request.identity.name, "my-custom-cluster-for-backup");
+    assert_eq!(request.kube_version, "1.28");
+    assert_eq!(
+        request.addons,
+        vec![
+            Addon {
+                name: "cluster-autoscaler".into(),
+                version: "1.2.2".into()
+            },
+            Addon {
+                name: "vpc-block-csi-driver".into(),
+                version: "5.2".into()
+            }
+        ]
+    );
+    assert_eq!(plan.status.phase, Some(Phase::Provisioning));
+    assert_eq!(
+        condition(&plan.status, PROVISIONING),
+        ("True", REASON_CREATING)
+    );
+    assert_eq!(
+        condition(&plan.status, READY),
+        ("False", REASON_PROVISIONING)
+    );
+    assert_eq!(reasons(&plan), [REASON_CREATING]);
+    assert_eq!(plan.requeue, Some(Duration::from_secs(2)));
+}
+
+#[test]
+fn provisioning_reports_progress_and_polls_without_a_request() {
+    let mut status = decide_at(&view(None), Observed::Absent, 100).status;
+    status.cluster_id = Some("c-1".into());
+    let mut cluster = running();
+    cluster.state = ClusterState::Provisioning;
+    cluster.progress = Some("starting the API server".into());
+    let plan = decide_at(&view(Some(status)), Observed::Found(&cluster), 101);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.phase, Some(Phase::Provisioning));
+    let c = conditions::find(&plan.status.conditions, PROVISIONING).expect("set");
+    assert!(
+        c.message.contains("starting the API server"),
+        "{}",
+        c.message
+    );
+    assert_eq!(plan.requeue, Some(Duration::from_secs(2)));
+    assert!(plan.events.is_empty(), "no new Event while provisioning");
+}
+
+#[test]
+fn running_cluster_becomes_ready_and_reports_the_provision_duration() {
+    let status = ready_status();
+    assert_eq!(status.phase, Some(Phase::Ready));
+    assert_eq!(condition(&status, READY), ("True", REASON_CLUSTER_READY));
+    assert_eq!(
+        condition(&status, PROVISIONING),
+        ("False", REASON_PROVISIONED)
+    );
+    assert_eq!(condition(&status, DEGRADED), ("False", REASON_AS_EXPECTED));
+    assert_eq!(
+        status.api_server_url.as_deref(),
+        Some("https://127.0.0.1:40001")
+    );
+    assert_eq!(status.master_version.as_deref(), Some("1.28.0"));
+    assert_eq!(status.cluster_id.as_deref(), Some("c-1"));
+    assert_eq!(
+        status.kubeconfig_secret, None,
+        "set by the controller, not decide"
+    );
+    assert_eq!(status.addons.len(), 2);
+    assert!(status.addons.iter().all(|a| a.state == "Installed"));
+
+    // The duration: from the Provisioning condition's transition (t=100) to Ready (t=130).
+    let v = view(None);
+    let mut with_id = decide_at(&v, Observed::Absent, 100).status;
+    with_id.cluster_id = Some("c-1".into());
+    let plan = decide_at(&view(Some(with_id)), Observed::Found(&running()), 130);
+    assert_eq!(plan.finished, vec![("Create", 30.0)]);
+    assert_eq!(reasons(&plan), [REASON_PROVISIONED]);
+}
+
+#[test]
+fn a_settled_cluster_changes_nothing_and_records_nothing() {
+    let status = ready_status();
+    let v = view(Some(status.clone()));
+    let plan = decide_at(&v, Observed::Found(&running()), 500);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status, status, "no status write in steady state");
+    assert!(plan.events.is_empty());
+    assert!(plan.finished.is_empty());
+    assert_eq!(
+        plan.requeue,
+        Some(Duration::from_secs(60)),
+        "resync for drift"
+    );
+}
+
+#[test]
+fn found_by_identity_without_status_is_adopted_not_created() {
+    let plan = decide_at(&view(None), Observed::Found(&running()), 100);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.cluster_id.as_deref(), Some("c-1"));
+    assert_eq!(plan.status.phase, Some(Phase::Ready));
+    assert!(reasons(&plan).contains(&REASON_ADOPTED));
+}
+
+#[test]
+fn a_higher_kube_version_upgrades_and_a_lower_one_is_refused() {
+    let mut v = view(Some(ready_status()));
+    v.spec.kube_version = "1.29".into();
+    v.generation = Some(2);
+    let plan = decide_at(&v, Observed::Found(&running()), 200);
+    assert_eq!(
+        plan.call,
+        Some(Call::Upgrade {
+            id: "c-1".into(),
+            kube_version: "1.29".into()
+        })
+    );
+    assert_eq!(plan.status.phase, Some(Phase::Upgrading));
+    assert_eq!(
+        condition(&plan.status, UPGRADING),
+        ("True", REASON_UPGRADING)
+    );
+    assert!(reasons(&plan).contains(&REASON_UPGRADING));
+
+    let mut v = view(Some(ready_status()));
+    v.spec.kube_version = "1.27".into();
+    v.generation = Some(2);
+    let plan = decide_at(&v, Observed::Found(&running()), 200);
+    assert_eq!(plan.call, None, "no request for a downgrade");
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_DOWNGRADE_REFUSED)
+    );
+    assert_eq!(
+        condition(&plan.status, READY).0,
+        "True",
+        "the cluster still serves"
+    );
+    assert_eq!(reasons(&plan), [REASON_DOWNGRADE_REFUSED]);
+    // Said once: the next pass records no new Event.
+    let again = decide_at(
+        &view_with(v.clone(), plan.status),
+        Observed::Found(&running()),
+        260,
+    );
+    assert!(again.events.is_empty());
+}
+
+fn view_with(mut v: ClusterView, status: KubernetesClusterStatus) -> ClusterView {
+    v.status = Some(status);
+    v
+}
+
+#[test]
+fn an_upgrade_that_ends_reports_upgraded_with_its_duration() {
+    let mut v = view(Some(ready_status()));
+    v.spec.kube_version = "1.29".into();
+    let started = decide_at(&v, Observed::Found(&running()), 200);
+    let mut upgraded = running();
+    upgraded.kube_version = "1.29".into();
+    upgraded.master_version = Some("1.29.0".into());
+    let plan = decide_at(
+        &view_with(v, started.status),
+        Observed::Found(&upgraded),
+        260,
+    );
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.phase, Some(Phase::Ready));
+    assert_eq!(plan.status.master_version.as_deref(), Some("1.29.0"));
+    assert_eq!(
+        condition(&plan.status, UPGRADING),
+        ("False", REASON_UP_TO_DATE)
+    );
+    assert_eq!(plan.finished, vec![("Upgrade", 60.0)]);
+    assert!(reasons(&plan).contains(&REASON_UPGRADED));
+}
+
+#[test]
+fn addons_converge_and_drift_is_reported() {
+    // A declared addon changed: set the addons.
+    let mut v = view(Some(ready_status()));
+    v.spec.addons[1].version = "5.3".into();
+    let plan = decide_at(&v, Observed::Found(&running()), 200);
+    let Some(Call::SetAddons { addons, .. }) = &plan.call else {
+        panic!("expected set addons, got {:?}", plan.call);
+    };
+    assert_eq!(addons[1].version, "5.3");
+    assert!(reasons(&plan).contains(&REASON_CONVERGING_ADDONS));
+    assert!(
+        !reasons(&plan).contains(&REASON_DRIFT_DETECTED),
+        "a spec change is no drift"
+    );
+
+    // An installed addon vanished at the provider: drift, restored.
+    let mut cluster = running();
+    cluster.addons.remove(0);
+    let plan = decide_at(&view(Some(ready_status())), Observed::Found(&cluster), 200);
+    assert!(matches!(plan.call, Some(Call::SetAddons { .. })));
+    assert!(reasons(&plan).contains(&REASON_DRIFT_DETECTED));
+}
+
+#[test]
+fn a_refused_request_is_a_condition_and_is_not_repeated_for_the_generation() {
+    let mut v = view(Some(ready_status()));
+    v.spec.addons.push(SpecAddon {
+        name: "flux-capacitor".into(),
+        version: "1.0".into(),
+    });
+    v.generation = Some(2);
+    let refused = decide(&Inputs {
+        cluster: &v,
+        observed: Observed::Found(&running()),
+        providers: PROVIDERS,
+        rejected: Some(("SetAddons", "UnknownAddon", "no addon flux-capacitor")),
+        settings: &settings(),
+        now: at(200),
+    });
+    assert_eq!(refused.call, None);
+    assert_eq!(
+        condition(&refused.status, DEGRADED),
+        ("True", "UnknownAddon")
+    );
+    assert!(reasons(&refused).contains(&"UnknownAddon"));
+    let rejection = refused.status.rejection.clone().expect("recorded");
+    assert_eq!(rejection.observed_generation, Some(2));
+
+    // Next pass, same generation: no request, the condition stays.
+    let again = decide_at(
+        &view_with(v.clone(), refused.status.clone()),
+        Observed::Found(&running()),
+        230,
+    );
+    assert_eq!(again.call, None);
+    assert_eq!(condition(&again.status, DEGRADED), ("True", "UnknownAddon"));
+
+    // The spec changes (generation 3): asked again.
+    let mut fixed = view_with(v, refused.status);
+    fixed.generation = Some(3);
+    fixed.spec.addons.pop();
+    fixed.spec.addons[0].version = "1.3.0".into();
+    let plan = decide_at(&fixed, Observed::Found(&running()), 260);
+    assert!(matches!(plan.call, Some(Call::SetAddons { .. })));
+    assert_eq!(plan.status.rejection, None);
+}
+
+#[test]
+fn a_vanished_cluster_is_reported_not_silently_recreated() {
+    let plan = decide_at(&view(Some(ready_status())), Observed::Absent, 300);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.phase, Some(Phase::Failed));
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_CLUSTER_NOT_FOUND)
+    );
+    assert_eq!(
+        condition(&plan.status, READY),
+        ("False", REASON_CLUSTER_NOT_FOUND)
+    );
+}
+
+#[test]
+fn paused_makes_no_request_and_says_so() {
+    let mut v = view(None);
+    v.spec.paused = Some(true);
+    let plan = decide_at(&v, Observed::NotAsked, 100);
+    assert_eq!(plan.call, None);
+    assert_eq!(condition(&plan.status, PAUSED), ("True", REASON_PAUSED));
+    assert_eq!(plan.status.phase, Some(Phase::Pending));
+    // Unpaused: resumes and creates.
+    let mut resumed = view_with(v, plan.status);
+    resumed.spec.paused = Some(false);
+    let plan = decide_at(&resumed, Observed::Absent, 110);
+    assert!(matches!(plan.call, Some(Call::Create(_))));
+    assert_eq!(condition(&plan.status, PAUSED), ("False", REASON_RESUMED));
+}
+
+#[test]
+fn an_unknown_provider_is_a_condition() {
+    let mut v = view(None);
+    v.spec.provider = Some(vigil_apis::kubernetes_cluster::ProviderRef {
+        name: "nowhere".into(),
+    });
+    let known = ["local".to_owned()];
+    let plan = decide(&Inputs {
+        cluster: &v,
+        observed: Observed::NotAsked,
+        providers: &known,
+        rejected: None,
+        settings: &settings(),
+        now: at(100),
+    });
+    assert_eq!(plan.call, None);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_PROVIDER_UNKNOWN)
+    );
+    let message = &conditions::find(&plan.status.conditions, DEGRADED)
+        .expect("set")
+        .message;
+    assert!(
+        message.contains("nowhere") && message.contains("local"),
+        "{message}"
+    );
+}
+
+#[test]
+fn immutable_fields_and_foreign_clusters_are_reported() {
+    let mut v = view(Some(ready_status()));
+    v.spec.env = "prod".into();
+    let plan = decide_at(&v, Observed::Found(&running()), 200);
+    assert_eq!(plan.call, None);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_IMMUTABLE_FIELD_CHANGED)
+    );
+
+    let mut foreign = running();
+    foreign.identity.name = "someone-else".into();
+    let plan = decide_at(&view(Some(ready_status())), Observed::Found(&foreign), 200);
+    assert_eq!(plan.call, None);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_IDENTITY_MISMATCH)
+    );
+}
+
+#[test]
+fn the_provider_changed_in_spec_does_not_move_an_existing_cluster() {
+    let mut v = view(Some(ready_status()));
+    v.spec.provider = Some(vigil_apis::kubernetes_cluster::ProviderRef {
+        name: "bank".into(),
+    });
+    assert_eq!(v.provider_name(), "local");
+    assert_eq!(view(None).provider_name(), "local");
+    let mut fresh = view(None);
+    fresh.spec.provider = v.spec.provider.clone();
+    assert_eq!(fresh.provider_name(), "bank");
+}
+
+#[test]
+fn provider_failures_and_outages_are_degraded() {
+    let mut failed = running();
+    failed.state = ClusterState::Failed;
+    failed.message = Some("etcd lost quorum".into());
+    let plan = decide_at(&view(Some(ready_status())), Observed::Found(&failed), 200);
+    assert_eq!(plan.status.phase, Some(Phase::Failed));
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_CLUSTER_FAILED)
+    );
+
+    let (status, events) =
+        provider_unavailable(&view(Some(ready_status())), "connection refused", at(200));
+    assert_eq!(
+        condition(&status, DEGRADED),
+        ("True", REASON_PROVIDER_UNAVAILABLE)
+    );
+    assert_eq!(
+        condition(&status, READY).0,
+        "True",
+        "the cluster itself may be fine"
+    );
+    assert_eq!(events.len(), 1);
+    // Back: Degraded clears.
+    let plan = decide_at(&view(Some(status)), Observed::Found(&running()), 260);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("False", REASON_AS_EXPECTED)
+    );
+}
+
+fn deletion(
+    view: &ClusterView,
+    target: DeletionTarget,
+    answer: Option<&DeleteAnswer>,
+) -> DeletionPlan {
+    decide_deletion(&DeletionInputs {
+        cluster: view,
+        target,
+        answer,
+        now: at(500),
+    })
+}
+
+#[test]
+fn deletion_deletes_at_the_provider_then_releases() {
+    let v = view(Some(ready_status()));
+    let first = deletion(&v, DeletionTarget::Cluster("c-1".into()), None);
+    assert_eq!(first.step, DeletionStep::Delete("c-1".into()));
+    assert_eq!(
+        condition(&first.status, DELETING),
+        ("True", REASON_DELETING)
+    );
+
+    let progress = DeleteAnswer::InProgress(Some("stopping the API server".into()));
+    let waiting = deletion(&v, DeletionTarget::Cluster("c-1".into()), Some(&progress));
+    assert_eq!(waiting.step, DeletionStep::Wait);
+
+    let gone = deletion(
+        &v,
+        DeletionTarget::Cluster("c-1".into()),
+        Some(&DeleteAnswer::Gone),
+    );
+    assert_eq!(gone.step, DeletionStep::Release);
+    assert!(gone.events.iter().any(|e| e.reason == REASON_DELETED));
+
+    // A lost create answer left a cluster that the id does not name: found by identity.
+    let absent = deletion(&view(None), DeletionTarget::Absent, None);
+    assert_eq!(absent.step, DeletionStep::Release);
+}
+
+#[test]
+fn a_refused_delete_keeps_the_finalizer_and_says_why() {
+    let v = view(Some(ready_status()));
+    let refused = DeleteAnswer::Refused("DeleteRefused".into(), "cluster is protected".into());
+    let plan = deletion(&v, DeletionTarget::Cluster("c-1".into()), Some(&refused));
+    assert_eq!(plan.step, DeletionStep::Wait);
+    assert_eq!(condition(&plan.status, DELETING), ("True", "DeleteRefused"));
+    assert_eq!(condition(&plan.status, DEGRADED), ("True", "DeleteRefused"));
+    let message = &conditions::find(&plan.status.conditions, DELETING)
+        .expect("set")
+        .message;
+    assert!(message.contains("cluster is protected"), "{message}");
+}
+
+#[test]
+fn orphan_and_paused_deletions_make_no_provider_call() {
+    let mut v = view(Some(ready_status()));
+    v.spec.deletion_policy = Some(DeletionPolicy::Orphan);
+    let plan = deletion(&v, DeletionTarget::ProviderUnknown, None);
+    assert_eq!(plan.step, DeletionStep::Release);
+    assert!(plan.events.iter().any(|e| e.reason == REASON_ORPHANED));
+
+    let mut v = view(Some(ready_status()));
+    v.spec.paused = Some(true);
+    let plan = deletion(&v, DeletionTarget::ProviderUnknown, None);
+    assert_eq!(plan.step, DeletionStep::Wait);
+    assert_eq!(
+        condition(&plan.status, DELETING),
+        ("True", REASON_DELETE_WAITS)
+    );
+
+    let v = view(Some(ready_status()));
+    let plan = deletion(&v, DeletionTarget::ProviderUnknown, None);
+    assert_eq!(plan.step, DeletionStep::Wait);
+    assert_eq!(
+        condition(&plan.status, DELETING),
+        ("True", REASON_PROVIDER_UNKNOWN)
+    );
+}
