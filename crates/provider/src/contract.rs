@@ -42,7 +42,12 @@ pub trait ContractHooks: Send + Sync {
 pub type ContractResult<T = ()> = Result<T, String>;
 
 /// A create request with the shape a KubernetesCluster makes.
-pub fn request(uuid: &str, name: &str, kube_version: &str, addons: &[(&str, &str)]) -> ClusterRequest {
+pub fn request(
+    uuid: &str,
+    name: &str,
+    kube_version: &str,
+    addons: &[(&str, &str)],
+) -> ClusterRequest {
     ClusterRequest {
         identity: ClusterIdentity {
             uuid: uuid.to_owned(),
@@ -79,7 +84,7 @@ pub async fn wait_for(
     done: impl Fn(&ProviderCluster) -> bool,
 ) -> ContractResult<ProviderCluster> {
     let deadline = tokio::time::Instant::now() + timing.deadline;
-    let mut last = String::from("no answer yet");
+    let mut last;
     loop {
         match provider.get(id).await {
             Ok(Some(cluster)) if done(&cluster) => return Ok(cluster),
@@ -279,14 +284,22 @@ async fn converge(
         .set_addons(id, wanted)
         .await
         .map_err(|e| format!("set_addons {wanted:?}: {e}"))?;
-    wait_for(provider, id, timing, "running exactly the wanted addons", |c| {
-        c.addons.len() == wanted.len()
-            && wanted.iter().all(|w| {
-                c.addons.iter().any(|a| {
-                    a.name == w.name && a.version == w.version && a.state == AddonState::Installed
+    wait_for(
+        provider,
+        id,
+        timing,
+        "running exactly the wanted addons",
+        |c| {
+            c.addons.len() == wanted.len()
+                && wanted.iter().all(|w| {
+                    c.addons.iter().any(|a| {
+                        a.name == w.name
+                            && a.version == w.version
+                            && a.state == AddonState::Installed
+                    })
                 })
-            })
-    })
+        },
+    )
     .await
     .map(|_| ())
 }

@@ -223,7 +223,10 @@ fn failure(answer: &Answer) -> ProviderError {
     let body: Option<ErrorBody> = serde_json::from_slice(&answer.body).ok();
     let text = match &body {
         Some(e) => format!("{}: {}", e.reason, e.message),
-        None => String::from_utf8_lossy(&answer.body).chars().take(200).collect(),
+        None => String::from_utf8_lossy(&answer.body)
+            .chars()
+            .take(200)
+            .collect(),
     };
     let transient = status.is_server_error()
         || status == StatusCode::REQUEST_TIMEOUT

@@ -617,7 +617,11 @@ fn json<T: Serialize>(status: StatusCode, body: &T) -> Response {
             Bytes::from(bytes),
         )
             .into_response(),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "InternalError", e.to_string()),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            e.to_string(),
+        ),
     }
 }
 
@@ -663,9 +667,12 @@ fn dropped() -> Response {
     Response::new(Body::from_stream(broken))
 }
 
-fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Response> {
-    serde_json::from_slice(body)
-        .map_err(|e| error(StatusCode::BAD_REQUEST, "BadRequest", e.to_string()))
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    serde_json::from_slice(body).map_err(|e| e.to_string())
+}
+
+fn bad_request(message: String) -> Response {
+    error(StatusCode::BAD_REQUEST, "BadRequest", message)
 }
 
 // ---- routing ----
@@ -702,7 +709,11 @@ impl Route {
         let segments: Vec<String> = rest
             .trim_start_matches('/')
             .split('/')
-            .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+            .map(|s| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
             .collect();
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match (method, segments.as_slice()) {
@@ -768,7 +779,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                     *lock(&shared.faults) = faults.clone();
                     json(StatusCode::OK, &faults)
                 }
-                Err(response) => response,
+                Err(message) => bad_request(message),
             };
         }
         Route::GetStats => return json(StatusCode::OK, &*lock(&shared.stats)),
@@ -849,7 +860,11 @@ impl Shared {
         let items = store
             .clusters
             .values()
-            .filter(|r| identity.as_deref().is_none_or(|key| r.request.identity.key() == key))
+            .filter(|r| {
+                identity
+                    .as_deref()
+                    .is_none_or(|key| r.request.identity.key() == key)
+            })
             .map(|r| self.view(r, now))
             .collect();
         json(StatusCode::OK, &ClusterList { items })
@@ -858,7 +873,7 @@ impl Shared {
     fn create(&self, headers: &http::HeaderMap, body: &[u8], now: u64) -> Response {
         let request: ClusterRequest = match parse(body) {
             Ok(request) => request,
-            Err(response) => return response,
+            Err(message) => return bad_request(message),
         };
         let key = request.identity.key();
         *lock(&self.stats)
@@ -962,7 +977,7 @@ impl Shared {
     fn upgrade(&self, id: &str, body: &[u8], now: u64) -> Response {
         let request: UpgradeRequest = match parse(body) {
             Ok(request) => request,
-            Err(response) => return response,
+            Err(message) => return bad_request(message),
         };
         let mut store = lock(&self.store);
         self.tidy(&mut store, now);
@@ -999,7 +1014,7 @@ impl Shared {
     fn set_addons(&self, id: &str, body: &[u8], now: u64) -> Response {
         let request: AddonsRequest = match parse(body) {
             Ok(request) => request,
-            Err(response) => return response,
+            Err(message) => return bad_request(message),
         };
         if let Err(e) = catalog::check(&request.addons) {
             return rejected(e);
@@ -1074,13 +1089,16 @@ impl Shared {
                 format!("cluster {id} is protected: deletes are refused (ask the platform team)"),
             );
         }
+        let started = record.deleting_since_ms.is_none();
         let since = *record.deleting_since_ms.get_or_insert(now);
         if elapsed(since, now, self.timings.delete) {
             store.clusters.remove(id);
             self.persist(&store);
             return StatusCode::NO_CONTENT.into_response();
         }
-        self.persist(&store);
+        if started {
+            self.persist(&store);
+        }
         json(
             StatusCode::ACCEPTED,
             &DeletionProgress {

@@ -61,7 +61,12 @@ async fn the_external_provider_keeps_the_contract() {
     assert_eq!(reference.clusters_created(&format!("{UUID}/contract")), 1);
     assert!(reference.clusters().is_empty());
     let catalog = external.catalog().await.expect("catalog");
-    assert!(catalog.addons.iter().any(|a| a.name == "vpc-block-csi-driver"));
+    assert!(
+        catalog
+            .addons
+            .iter()
+            .any(|a| a.name == "vpc-block-csi-driver")
+    );
 }
 
 #[tokio::test]
@@ -97,7 +102,10 @@ async fn an_outage_is_unavailable_and_the_provider_answers_again_after_it() {
 #[tokio::test]
 async fn a_lost_create_answer_is_unavailable_and_the_retry_finds_the_first_cluster() {
     let (reference, external) = start(fast()).await;
-    for (name, mode) in [("lost-error", LoseMode::Error), ("lost-drop", LoseMode::Drop)] {
+    for (name, mode) in [
+        ("lost-error", LoseMode::Error),
+        ("lost-drop", LoseMode::Drop),
+    ] {
         let request = contract::request(UUID, name, "1.30", &[("coredns", "1.11.3")]);
         reference.lose_next_creates(1, mode);
         let lost = external.create(&request).await;
@@ -166,7 +174,10 @@ async fn a_token_is_required_when_configured() {
     };
     let (reference, external) = start(config).await;
     let request = contract::request(UUID, "authed", "1.30", &[]);
-    external.create(&request).await.expect("create with the token");
+    external
+        .create(&request)
+        .await
+        .expect("create with the token");
     let mut anonymous = ExternalConfig::new(reference.url());
     anonymous.token = Some("wrong".into());
     let anonymous = ExternalProvider::new(anonymous).expect("client");
@@ -227,10 +238,7 @@ async fn raw(addr: std::net::SocketAddr, method: &str, path: &str, body: &str) -
         "{method} {path} HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .expect("write");
+    stream.write_all(request.as_bytes()).await.expect("write");
     let mut answer = String::new();
     stream.read_to_string(&mut answer).await.expect("read");
     answer
