@@ -26,6 +26,7 @@ mod http;
 mod jsonpath;
 mod meta;
 mod ops;
+mod persist;
 mod protobuf;
 mod query;
 mod resources;
@@ -33,8 +34,10 @@ mod schema;
 mod selector;
 mod store;
 mod strategic_merge;
+mod version;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +47,8 @@ use tokio::task::JoinHandle;
 
 pub use controllers::Loops;
 pub use faults::Fault;
+pub use persist::{FLUSH_INTERVAL, PersistError};
+pub use version::{InvalidKubeVersion, KubeVersion};
 
 /// How to run a sandbox.
 #[derive(Debug, Clone)]
@@ -58,6 +63,11 @@ pub struct SandboxConfig {
     pub bookmark_interval: Duration,
     /// Which built-in control loops run.
     pub loops: Loops,
+    /// Where the state persists across restarts of the process (created if missing); `None` keeps
+    /// everything in memory only. See `docs/sandbox.md` ("Data directory").
+    pub data_dir: Option<PathBuf>,
+    /// The version `/version` reports; `None` reports the sandbox's own `v1.33.0-vigil-sandbox`.
+    pub kube_version: Option<KubeVersion>,
 }
 
 impl Default for SandboxConfig {
@@ -68,6 +78,8 @@ impl Default for SandboxConfig {
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
             loops: Loops::default(),
+            data_dir: None,
+            kube_version: None,
         }
     }
 }
@@ -84,6 +96,8 @@ pub enum SandboxError {
     },
     #[error("the sandbox is shut down")]
     Stopped,
+    #[error(transparent)]
+    DataDir(#[from] PersistError),
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
         path: String,
@@ -100,17 +114,25 @@ pub struct Sandbox {
     shutdown: watch::Sender<bool>,
     control: mpsc::Sender<Control>,
     tasks: Vec<JoinHandle<()>>,
+    /// With a data directory: the flusher and its stop signal (dropping the sender stops it too).
+    persister: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
 }
 
 /// Namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl Sandbox {
-    /// Binds, seeds the initial namespaces and starts serving.
+    /// Binds, loads the data directory (if any) or seeds the initial namespaces, and starts serving.
     pub async fn start(config: SandboxConfig) -> Result<Self, SandboxError> {
         if !config.listen.ip().is_loopback() {
             return Err(SandboxError::NotLoopback(config.listen));
         }
+        // Before binding, so a damaged or busy directory fails the start without taking the port.
+        let data_dir = config
+            .data_dir
+            .as_deref()
+            .map(persist::DataDir::open)
+            .transpose()?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| SandboxError::Bind {
@@ -122,7 +144,23 @@ impl Sandbox {
             source,
         })?;
         let store = Arc::new(store::Store::new(config.watch_window));
-        seed(&store);
+        let data_dir = match data_dir {
+            Some((dir, Some(snapshot))) => {
+                persist::restore(&store, snapshot);
+                tracing::debug!(rv = store.read().rv(), "sandbox state restored");
+                Some(dir)
+            }
+            Some((dir, None)) => {
+                seed(&store);
+                // A fresh directory holds a complete state at once, not only after the first change.
+                dir.write(&store.read().snapshot())?;
+                Some(dir)
+            }
+            None => {
+                seed(&store);
+                None
+            }
+        };
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (control, control_rx) = mpsc::channel(4);
         let app = Arc::new(http::App {
@@ -134,6 +172,7 @@ impl Sandbox {
             bookmark_interval: config.bookmark_interval,
             faults: Arc::new(faults::Faults::default()),
             control: control.clone(),
+            version: version::document(config.kube_version),
         });
         let supervisor = Supervisor {
             addr,
@@ -143,6 +182,13 @@ impl Sandbox {
         };
         let mut tasks = controllers::spawn(&store, config.loops, &shutdown_rx);
         tasks.push(tokio::spawn(supervisor.run(listener)));
+        let persister = data_dir.map(|dir| {
+            let (stop, stopped) = oneshot::channel();
+            (
+                stop,
+                tokio::spawn(persist::run(dir, store.clone(), stopped)),
+            )
+        });
         tracing::debug!(%addr, "sandbox serving");
         Ok(Self {
             addr,
@@ -151,6 +197,7 @@ impl Sandbox {
             shutdown,
             control,
             tasks,
+            persister,
         })
     }
 
@@ -254,7 +301,8 @@ impl Sandbox {
         self.resume_serving().await
     }
 
-    /// Stops serving: open watches end, in-flight requests finish, background loops stop.
+    /// Stops serving: open watches end, in-flight requests finish, background loops stop; then
+    /// the data directory (if any) gets its last snapshot and is unlocked.
     pub async fn shutdown(mut self) {
         self.stop().await;
     }
@@ -264,10 +312,17 @@ impl Sandbox {
         for task in self.tasks.drain(..) {
             let _ = task.await;
         }
+        // Last, so the final snapshot includes the writes of requests that were in flight.
+        if let Some((stop, task)) = self.persister.take() {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
     }
 }
 
 impl Drop for Sandbox {
+    /// Without [`Sandbox::shutdown`], the tasks end on their own; dropping the persister's stop
+    /// sender makes it write a last snapshot and release the data directory shortly after.
     fn drop(&mut self) {
         let _ = self.shutdown.send(true);
     }

@@ -1,24 +1,10 @@
-//! Discovery documents: `/version`, `/api`, `/apis`, `/apis/{group}` and the resource lists of each
-//! group version, built from the registry so CRDs appear as soon as they are established.
+//! Discovery documents: `/api`, `/apis`, `/apis/{group}` and the resource lists of each
+//! group version, built from the registry so CRDs appear as soon as they are established
+//! (`/version` is in `crate::version`).
 
 use serde_json::{Value, json};
 
 use crate::resources::{Registry, ResourceInfo};
-
-/// `/version`: the Kubernetes version the sandbox behaves like.
-pub fn version() -> Value {
-    json!({
-        "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-vigil-sandbox",
-        "gitCommit": "",
-        "gitTreeState": "clean",
-        "buildDate": "2026-01-01T00:00:00Z",
-        "goVersion": "rust",
-        "compiler": "rustc",
-        "platform": format!("{}/{}", std::env::consts::OS, if cfg!(target_arch = "x86_64") { "amd64" } else { std::env::consts::ARCH }),
-    })
-}
 
 /// `/api`.
 pub fn core_versions(server_address: &str) -> Value {

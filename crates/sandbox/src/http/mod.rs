@@ -50,6 +50,8 @@ pub struct App {
     pub faults: Arc<Faults>,
     /// Stops and restarts the listener (fault injection), served by the supervisor in `lib.rs`.
     pub control: tokio::sync::mpsc::Sender<crate::Control>,
+    /// The `/version` document, built once from the configured Kubernetes version.
+    pub version: Value,
 }
 
 /// The axum router: everything goes through one handler, since Kubernetes paths are a grammar
@@ -179,7 +181,7 @@ fn dispatch(
         ));
     }
     match endpoint {
-        Endpoint::Version => Ok(value_response(StatusCode::OK, &discovery::version())),
+        Endpoint::Version => Ok(value_response(StatusCode::OK, &app.version)),
         Endpoint::Health => {
             let mut r = Response::new(Body::from("ok"));
             r.headers_mut()
