@@ -1,11 +1,12 @@
-//! `vigil sandbox`: serve the embedded API server until SIGINT or SIGTERM.
+//! `vigil sandbox`: serve the embedded API server until SIGINT or SIGTERM (after which the data
+//! directory, if any, holds the final state).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use vigil_kubelet::{Kubelet, KubeletConfig};
-use vigil_sandbox::{Sandbox, SandboxConfig};
+use vigil_sandbox::{KubeVersion, Sandbox, SandboxConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct SandboxArgs {
@@ -27,6 +28,13 @@ pub struct SandboxArgs {
     /// How long pods take to become Ready on the simulated kubelet, e.g. `500ms`, `2s`.
     #[arg(long, default_value = "0s", value_parser = crate::parse_duration)]
     kubelet_ready_delay: std::time::Duration,
+    /// Keep the state in this directory (created if missing): a sandbox restarted on it serves the
+    /// same objects. Without it, everything lives in memory and ends with the process.
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Kubernetes version reported on /version, e.g. `1.28` (→ v1.28.0) or `1.28.3`.
+    #[arg(long, value_name = "X.Y[.Z]")]
+    kube_version: Option<KubeVersion>,
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
@@ -34,6 +42,8 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         listen: args.listen,
         token: args.token,
         watch_window: args.watch_window,
+        data_dir: args.data_dir,
+        kube_version: args.kube_version,
         ..SandboxConfig::default()
     };
     let sandbox = Sandbox::start(config)

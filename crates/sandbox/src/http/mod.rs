@@ -211,8 +211,10 @@ fn dispatch(
             &openapi::root(&app.store.read().registry),
         )),
         Endpoint::OpenApiV3GroupVersion { group, version } => {
-            let doc = openapi::group_version(&app.store.read().registry, &group, &version)
+            let mut doc = openapi::group_version(&app.store.read().registry, &group, &version)
                 .ok_or_else(ApiError::unknown_resource)?;
+            // The same version `/version` reports, so clients that read either agree.
+            doc["info"]["version"] = app.version["gitVersion"].clone();
             Ok(value_response(StatusCode::OK, &doc))
         }
         Endpoint::Unknown => Err(ApiError::unknown_resource()),
