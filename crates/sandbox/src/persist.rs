@@ -128,7 +128,12 @@ impl DataDir {
             let path = path.to_owned();
             move |source| PersistError::Io { path, source }
         };
-        let file = File::create(&temp).map_err(io(&temp))?;
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        // Secrets are stored as served: readable by the owner only, like the kubeconfig.
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let file = options.open(&temp).map_err(io(&temp))?;
         let mut out = BufWriter::with_capacity(1 << 16, file);
         encode(snapshot, &mut out).map_err(io(&temp))?;
         let file = out.into_inner().map_err(|e| PersistError::Io {
