@@ -20,6 +20,8 @@
 pub mod catalog;
 pub mod contract;
 pub mod external;
+#[cfg(target_os = "linux")]
+pub mod local;
 pub mod protocol;
 pub mod reference;
 
