@@ -230,6 +230,15 @@ async fn a_local_cluster_is_a_real_api_server_that_outlives_its_provider_and_com
         .expect("deleted");
     assert!(!root.0.join(&id).exists());
     assert!(provider.processes().is_empty());
+    // Reaped, not left a zombie of this (parent) process.
+    let proc_dir = PathBuf::from(format!("/proc/{}", new_pids[0]));
+    for _ in 0..50 {
+        if !proc_dir.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!proc_dir.exists(), "pid {} not reaped", new_pids[0]);
     assert_eq!(provider.delete(&id).await.expect("again"), Deletion::Gone);
 }
 

@@ -255,7 +255,11 @@ impl LocalProvider {
 
     /// Holds cluster `id` for one operation: first within this process (so callers queue
     /// instead of polling), then across processes.
+    /// Refuses ids that are not ours before they name any path (`../x` would leave the root).
     async fn hold(&self, id: &str) -> ProviderResult<Held> {
+        if !Self::valid_id(id) {
+            return Err(ProviderError::NotFound(id.to_owned()));
+        }
         let local = lock(&self.locks).entry(id.to_owned()).or_default().clone();
         let local = local.lock_owned().await;
         let file = lock::acquire(&self.config.root.join(".locks"), id, LOCK_PATIENCE)
@@ -695,6 +699,9 @@ impl ClusterProvider for LocalProvider {
     }
 
     async fn get(&self, id: &str) -> ProviderResult<Option<ProviderCluster>> {
+        if !Self::valid_id(id) {
+            return Ok(None);
+        }
         let _held = self.hold(id).await?;
         match self.load(id)? {
             Some(record) => self.step(record).await.map(Some),
