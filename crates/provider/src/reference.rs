@@ -145,7 +145,7 @@ pub struct ReferenceProvider {
     addr: SocketAddr,
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl ReferenceProvider {
@@ -206,7 +206,7 @@ impl ReferenceProvider {
             addr,
             shared,
             stop,
-            task: Some(task),
+            task: Mutex::new(Some(task)),
         })
     }
 
@@ -219,10 +219,12 @@ impl ReferenceProvider {
         self.addr
     }
 
-    /// Stops serving: open requests (even hanging ones) end, the state file stays.
-    pub async fn shutdown(mut self) {
+    /// Stops serving: open requests (even hanging ones) end, the state file stays. Later calls
+    /// do nothing.
+    pub async fn shutdown(&self) {
         let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
+        let task = lock(&self.task).take();
+        if let Some(task) = task {
             let abort = task.abort_handle();
             if tokio::time::timeout(Duration::from_secs(2), task)
                 .await
@@ -342,7 +344,7 @@ impl ReferenceProvider {
 impl Drop for ReferenceProvider {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
-        if let Some(task) = self.task.take() {
+        if let Some(task) = lock(&self.task).take() {
             task.abort();
         }
     }

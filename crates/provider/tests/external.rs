@@ -200,10 +200,7 @@ async fn clusters_survive_a_restart_of_the_reference_server_from_its_state_file(
     let request = contract::request(UUID, "durable", "1.30", &[]);
     let cluster = external.create(&request).await.expect("create");
     drop(external);
-    Arc::try_unwrap(reference)
-        .expect("one handle")
-        .shutdown()
-        .await;
+    reference.shutdown().await;
     let (reference, external) = start(config).await;
     let running = contract::wait_for(
         &external,
