@@ -714,22 +714,32 @@ async fn resolve(client: &Client, kind: &ResourceKind) -> (Resolution, Option<Ap
         }
         Err(e) => return (Resolution::Failed(e.to_string()), None),
     };
-    let version = group.preferred_version_or_latest().to_owned();
-    let resources = group.versioned_resources(&version);
-    let found = resources
-        .iter()
-        .find(|(ar, _)| ar.kind == kind.kind)
-        .or_else(|| {
-            resources.iter().find(|(ar, _)| {
-                ar.kind.eq_ignore_ascii_case(&kind.kind)
-                    || ar.plural.eq_ignore_ascii_case(&kind.kind)
+    // The kind may live in any version the group serves: two CRDs of one group can serve
+    // different versions (`vigil.dev/v1` StatusBackupPolicy, `vigil.dev/v1alpha1`
+    // KubernetesCluster), and the group's preferred version is only one of them.
+    let preferred = group.preferred_version_or_latest().to_owned();
+    let versions: Vec<String> = std::iter::once(preferred.clone())
+        .chain(group.versions().filter(|v| **v != preferred).map(str::to_owned))
+        .collect();
+    let found = versions.iter().find_map(|version| {
+        let resources = group.versioned_resources(version);
+        resources
+            .iter()
+            .find(|(ar, _)| ar.kind == kind.kind)
+            .or_else(|| {
+                resources.iter().find(|(ar, _)| {
+                    ar.kind.eq_ignore_ascii_case(&kind.kind)
+                        || ar.plural.eq_ignore_ascii_case(&kind.kind)
+                })
             })
-        });
+            .cloned()
+    });
     let Some((ar, caps)) = found else {
         return (
             Resolution::NotFound(format!(
-                "no kind {} in {group_label} (version {version})",
-                kind.kind
+                "no kind {} in {group_label} (versions {})",
+                kind.kind,
+                versions.join(", ")
             )),
             None,
         );
