@@ -9,6 +9,7 @@ mod bench_critical_service_scale;
 mod bench_endpoints;
 mod bench_status_restore;
 mod bench_status_vault;
+mod cluster_providers;
 mod demo;
 mod manifests;
 mod run;
@@ -32,7 +33,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or in-cluster).
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// See Vigil work in seconds: the article's CriticalService scenario on an in-process sandbox.
     Demo(demo::DemoArgs),
     /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
@@ -87,7 +88,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(args).await,
+            Command::Run(args) => run::run(*args).await,
             Command::Manifests(args) => manifests::run(&args),
             Command::Sandbox(args) => sandbox::run(args).await,
             Command::Demo(args) => demo::run(args).await,

@@ -9,9 +9,11 @@ use kube::CustomResourceExt as _;
 use serde_json::{Value, json};
 use vigil_apis::ConfigMapSync;
 use vigil_apis::CriticalService;
+use vigil_apis::KubernetesCluster;
 use vigil_apis::StatusBackupPolicy;
 use vigil_controllers::configmap_sync::controller as configmap_sync;
 use vigil_controllers::critical_service::controller as critical_service;
+use vigil_controllers::kubernetes_cluster;
 use vigil_controllers::permissions::Permission;
 use vigil_controllers::status_vault;
 use vigil_runtime::leader::LEASE_VERBS;
@@ -28,7 +30,7 @@ pub struct ManifestsArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "criticalservice,configmapsync,statusvault"
+        default_value = "criticalservice,configmapsync,statusvault,kubernetescluster"
     )]
     controllers: Vec<String>,
     /// Status vault: the resources StatusBackupPolicies may cover, as `plural` or
@@ -46,6 +48,8 @@ pub struct ManifestsArgs {
 }
 
 const NAME: &str = "vigil";
+/// The KubernetesClusters' resource, as `--status-vault-resources` names it.
+const KUBERNETES_CLUSTERS: &str = "kubernetesclusters.vigil.dev";
 
 /// The objects to install, in apply order.
 pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
@@ -60,6 +64,10 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
             status_vault::NAME => {
                 permissions.extend_from_slice(status_vault::PERMISSIONS);
                 crds.push(serde_json::to_value(StatusBackupPolicy::crd())?);
+            }
+            kubernetes_cluster::NAME => {
+                permissions.extend_from_slice(kubernetes_cluster::PERMISSIONS);
+                crds.push(serde_json::to_value(KubernetesCluster::crd())?);
             }
             configmap_sync::NAME => {
                 permissions.extend_from_slice(configmap_sync::PERMISSIONS);
@@ -78,8 +86,18 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels}}));
     let mut cluster_rules = rules(&permissions);
     if args.controllers.iter().any(|c| c == status_vault::NAME) {
+        // KubernetesClusters' status is what the vault exists for: covered whenever both run.
+        let mut covered = args.status_vault_resources.clone();
+        if args
+            .controllers
+            .iter()
+            .any(|c| c == kubernetes_cluster::NAME)
+            && !covered.iter().any(|r| r == KUBERNETES_CLUSTERS)
+        {
+            covered.push(KUBERNETES_CLUSTERS.to_owned());
+        }
         for (group, resources, verbs) in
-            status_vault::controller::covered_kind_permissions(&args.status_vault_resources)
+            status_vault::controller::covered_kind_permissions(&covered)
         {
             cluster_rules
                 .push(json!({"apiGroups": [group], "resources": resources, "verbs": verbs}));
@@ -107,10 +125,15 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
     {
         run_args.push(json!("--configmapsync-secrets"));
     }
-    if args.controllers.iter().any(|c| c == status_vault::NAME) {
-        // The root file system is read-only: the default directory backend needs a volume.
-        // An emptyDir survives container restarts, not rescheduling — use a PersistentVolume or
-        // S3 (`--status-vault-location s3://…`) to keep records across pods.
+    if args
+        .controllers
+        .iter()
+        .any(|c| c == status_vault::NAME || c == kubernetes_cluster::NAME)
+    {
+        // The root file system is read-only: the default directory backend of the vault and
+        // the local cluster provider need a volume. An emptyDir survives container restarts,
+        // not rescheduling — use a PersistentVolume or S3 (`--status-vault-location s3://…`)
+        // to keep records across pods.
         let pod = &mut deploy["spec"]["template"]["spec"];
         pod["volumes"] = json!([{"name": "status-vault", "emptyDir": {}}]);
         pod["containers"][0]["volumeMounts"] =
@@ -294,6 +317,7 @@ mod tests {
                 critical_service::NAME.into(),
                 configmap_sync::NAME.into(),
                 status_vault::NAME.into(),
+                kubernetes_cluster::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
             configmapsync_secrets: false,
@@ -310,7 +334,10 @@ mod tests {
             .expect("cluster role");
         let text = role.to_string();
         assert!(!text.contains('*'), "no wildcards: {text}");
-        for p in critical_service::PERMISSIONS {
+        for p in critical_service::PERMISSIONS
+            .iter()
+            .chain(kubernetes_cluster::PERMISSIONS)
+        {
             for resource in p.resources {
                 for verb in p.verbs {
                     let granted = role["rules"].as_array().into_iter().flatten().any(|r| {
@@ -367,6 +394,8 @@ mod tests {
     #[test]
     fn configmapsync_secrets_grants_secrets_and_passes_the_flag() {
         let mut args = default_args();
+        // KubernetesCluster writes kubeconfig Secrets: without it, no Secret permission.
+        args.controllers.retain(|c| c != kubernetes_cluster::NAME);
         let mentions_secrets = |objects: &[Value]| {
             objects
                 .iter()
@@ -383,6 +412,35 @@ mod tests {
             .expect("deployment");
         let run_args = deploy["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
         assert!(run_args.contains("--configmapsync-secrets"), "{run_args}");
+    }
+
+    #[test]
+    fn kubernetes_clusters_are_covered_by_the_vault_when_both_run() {
+        let all = objects(&default_args()).expect("objects");
+        let role = all
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        let rules = role["rules"].as_array().expect("rules");
+        let vault_rule = json!({"apiGroups": ["vigil.dev"], "resources": ["kubernetesclusters"], "verbs": ["get", "list", "watch", "patch"]});
+        assert!(rules.contains(&vault_rule), "{rules:?}");
+        assert!(
+            all.iter()
+                .any(|o| o["metadata"]["name"] == "kubernetesclusters.vigil.dev")
+        );
+        let mut args = default_args();
+        args.controllers.retain(|c| c != status_vault::NAME);
+        let without_vault = objects(&args).expect("objects");
+        let role = without_vault
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        assert!(
+            !role["rules"]
+                .as_array()
+                .expect("rules")
+                .contains(&vault_rule)
+        );
     }
 
     #[test]
@@ -423,6 +481,7 @@ mod chart_tests {
                 critical_service::NAME.into(),
                 configmap_sync::NAME.into(),
                 status_vault::NAME.into(),
+                kubernetes_cluster::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
             configmapsync_secrets: false,

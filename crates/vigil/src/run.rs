@@ -17,6 +17,9 @@ use vigil_controllers::configmap_sync::{
 use vigil_controllers::critical_service::{
     controller as critical_service, model::Settings, model::TemplateKey,
 };
+use vigil_controllers::kubernetes_cluster::{
+    self as kubernetes_cluster, model::Settings as KubernetesClusterSettings,
+};
 use vigil_controllers::status_vault::{self, model::Settings as StatusVaultSettings};
 use vigil_runtime::health::{self, Health};
 use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, unique_identity};
@@ -28,6 +31,7 @@ const CONTROLLERS: &[&str] = &[
     critical_service::NAME,
     configmap_sync::NAME,
     status_vault::NAME,
+    kubernetes_cluster::NAME,
 ];
 
 #[derive(Debug, clap::Args)]
@@ -96,6 +100,15 @@ pub struct RunArgs {
     /// (`vigil manifests --configmapsync-secrets` grants them).
     #[arg(long, env = "VIGIL_CONFIGMAPSYNC_SECRETS")]
     configmapsync_secrets: bool,
+    /// KubernetesCluster: how often a cluster in a long operation (provisioning, upgrade,
+    /// deletion) is asked how far it got.
+    #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
+    kubernetescluster_poll_interval: Duration,
+    /// KubernetesCluster: how often a settled cluster is compared with its provider (drift).
+    #[arg(long, default_value = "60s", value_parser = crate::parse_duration)]
+    kubernetescluster_resync_interval: Duration,
+    #[command(flatten)]
+    providers: crate::cluster_providers::ProviderArgs,
     /// How long in-flight work may take to finish after SIGTERM.
     #[arg(long, default_value = "25s", value_parser = crate::parse_duration)]
     shutdown_timeout: Duration,
@@ -207,6 +220,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     report_leadership(leadership.clone(), metrics.clone(), health.clone());
 
     let mut controllers = Vec::new();
+    let mut restorer = None;
     if args.controllers.iter().any(|c| c == status_vault::NAME) {
         health.register(status_vault::NAME);
         let ready_health = health.clone();
@@ -219,6 +233,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             },
             leadership.clone(),
         );
+        restorer = Some(vault.restorer());
         controllers.push(tokio::spawn(vault.run(
             metrics.clone(),
             move |ok| ready_health.set_ready(status_vault::NAME, ok),
@@ -238,6 +253,31 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             leadership.clone(),
             metrics.clone(),
             move |ok| ready_health.set_ready(configmap_sync::NAME, ok),
+            shutdown(),
+        )));
+    }
+    if args
+        .controllers
+        .iter()
+        .any(|c| c == kubernetes_cluster::NAME)
+    {
+        health.register(kubernetes_cluster::NAME);
+        let ready_health = health.clone();
+        let config = kubernetes_cluster::controller::Config {
+            settings: KubernetesClusterSettings {
+                poll_interval: args.kubernetescluster_poll_interval,
+                resync_interval: args.kubernetescluster_resync_interval,
+            },
+            providers: crate::cluster_providers::providers(&args.providers)?,
+            restorer,
+        };
+        controllers.push(tokio::spawn(kubernetes_cluster::run(
+            client.clone(),
+            watches.clone(),
+            config,
+            leadership.clone(),
+            metrics.clone(),
+            move |ok| ready_health.set_ready(kubernetes_cluster::NAME, ok),
             shutdown(),
         )));
     }

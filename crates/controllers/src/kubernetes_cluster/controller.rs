@@ -37,6 +37,7 @@ use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
 use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{self, DeletionInputs, Inputs};
+pub use super::model::kubeconfig_secret_name;
 use super::model::{
     CLUSTER_NAME_LABEL, Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, EventNote,
     FINALIZER, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
@@ -674,11 +675,6 @@ fn kubeconfig_hash(kubeconfig: &str) -> String {
     let digest = sha2::Sha256::digest(kubeconfig.as_bytes());
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
-}
-
-/// The name of a cluster's kubeconfig Secret (Cluster API's convention).
-pub fn kubeconfig_secret_name(cluster_name: &str) -> String {
-    format!("{cluster_name}-kubeconfig")
 }
 
 /// Writes `<name>-kubeconfig` when the cached one is missing or holds another kubeconfig.

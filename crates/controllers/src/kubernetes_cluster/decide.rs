@@ -646,6 +646,10 @@ fn record_cluster(
     status.api_server_url = cluster.api_server_url.clone();
     status.master_version = cluster.master_version.clone();
     status.kube_version = Some(cluster.kube_version.clone());
+    status.kubeconfig_secret = cluster
+        .kubeconfig
+        .as_ref()
+        .map(|_| super::model::kubeconfig_secret_name(&view.name));
     let mut addons: Vec<AddonStatus> = cluster
         .addons
         .iter()

@@ -20,6 +20,11 @@ pub const KUBECONFIG_KEY: &str = "value";
 /// Type of the kubeconfig Secret (Cluster API's).
 pub const KUBECONFIG_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
 
+/// The name of a cluster's kubeconfig Secret (Cluster API's convention).
+pub fn kubeconfig_secret_name(cluster_name: &str) -> String {
+    format!("{cluster_name}-kubeconfig")
+}
+
 /// Operator settings the decision needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {

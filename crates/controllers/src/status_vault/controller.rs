@@ -719,7 +719,12 @@ async fn resolve(client: &Client, kind: &ResourceKind) -> (Resolution, Option<Ap
     // KubernetesCluster), and the group's preferred version is only one of them.
     let preferred = group.preferred_version_or_latest().to_owned();
     let versions: Vec<String> = std::iter::once(preferred.clone())
-        .chain(group.versions().filter(|v| **v != preferred).map(str::to_owned))
+        .chain(
+            group
+                .versions()
+                .filter(|v| **v != preferred)
+                .map(str::to_owned),
+        )
         .collect();
     let found = versions.iter().find_map(|version| {
         let resources = group.versioned_resources(version);

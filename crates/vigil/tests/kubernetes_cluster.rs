@@ -1,0 +1,1033 @@
+//! KubernetesCluster end to end: the controller runs in-process against a TestEnv (a fresh
+//! sandbox by default, `VIGIL_TEST_KUBECONFIG`'s cluster otherwise), with the `local` provider
+//! (real `vigil sandbox` processes of this build) or the external reference provider (in the
+//! test process, with fault injection). The process-level tests (`vigil run` killed during
+//! provisioning) are in `kubernetes_cluster_crash.rs`.
+//!
+//! On a real cluster the controllers of the tests run one at a time, since each reconciles every
+//! KubernetesCluster of the cluster.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt as _, ResourceExt as _};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use vigil_apis::kubernetes_cluster::Phase;
+use vigil_apis::{KubernetesCluster, StatusBackupPolicy};
+use vigil_controllers::kubernetes_cluster::controller::{self, Config, kubeconfig_secret_name};
+use vigil_controllers::kubernetes_cluster::decide as reasons;
+use vigil_controllers::kubernetes_cluster::model::{FINALIZER, Settings};
+use vigil_controllers::permissions;
+use vigil_controllers::status_vault::{StatusVault, model::Settings as VaultSettings};
+use vigil_provider::local::{LocalConfig, LocalProvider};
+use vigil_provider::reference::{LoseMode, Outage, ReferenceConfig, ReferenceProvider};
+use vigil_provider::{ClusterProvider, Providers};
+use vigil_runtime::conditions;
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
+use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
+
+/// Provisioning a real sandbox process, upgrades included, takes a few seconds.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
+/// The article's identity.
+const ARTICLE_UUID: &str = "aaa692e5-e6ce-4f19-ad20-6491ca74067c";
+
+/// The article's manifest; only its `apiVersion` line changed.
+const ARTICLE: &str = r#"apiVersion: vigil.dev/v1alpha1
+kind: KubernetesCluster
+metadata:
+  name: my-custom-cluster-for-backup
+spec:
+  type: iks
+  env: test
+  kubeVersion: "1.28"
+  osVersion: UBUNTU_20_64
+  product:
+    name: this is my solo experiment
+    shortName: experiment
+    uuid:
+      value: aaa692e5-e6ce-4f19-ad20-6491ca74067c
+  addons:
+  - name: cluster-autoscaler
+    version: "1.2.2"
+  - name: vpc-block-csi-driver
+    version: "5.2"
+status:
+  apiServerURL: https://my-private-endpoint.tld
+  masterVersion: 1.28.23
+"#;
+
+/// On a real cluster, one controller at a time (see the module documentation).
+static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A test's world: its environment, a directory of its own, the serial guard on a cluster.
+struct World {
+    env: TestEnv,
+    dir: PathBuf,
+    _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
+}
+
+/// Controllers running for one test; `stop` ends them.
+struct Running {
+    metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+impl World {
+    async fn start(name: &str) -> Self {
+        let env = TestEnv::start().await.expect("env");
+        let serial = if env.is_sandbox() {
+            None
+        } else {
+            Some(CLUSTER_SERIAL.lock().await)
+        };
+        let dir = std::env::temp_dir().join(format!("vigil-kc-{name}-{}", env.namespace()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test dir");
+        install_crd(&env.client(), KubernetesCluster::crd()).await;
+        Self {
+            env,
+            dir,
+            _serial: serial,
+        }
+    }
+
+    fn clusters(&self) -> Api<KubernetesCluster> {
+        self.env.api()
+    }
+
+    /// Runs the controller with `providers` (and, with `vault`, the status vault feeding it
+    /// restores), through `client`.
+    fn run_with(&self, providers: Providers, vault: bool, client: Client) -> Running {
+        let (stop, stopped) = watch::channel(false);
+        let shutdown = move || {
+            let mut stopped = stopped.clone();
+            async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }
+        };
+        let (leading_tx, leading) = watch::channel(Leadership::Leading);
+        let metrics = Metrics::new();
+        let watches = SharedWatches::new(client.clone());
+        let mut tasks = Vec::new();
+        let mut restorer = None;
+        if vault {
+            let status_vault = StatusVault::new(
+                client.clone(),
+                watches.clone(),
+                VaultSettings {
+                    default_location: self.dir.join("vault").display().to_string(),
+                    default_key_file: None,
+                },
+                leading.clone(),
+            );
+            restorer = Some(status_vault.restorer());
+            tasks.push(tokio::spawn(status_vault.run(
+                metrics.clone(),
+                |_| {},
+                shutdown(),
+            )));
+        }
+        let config = Config {
+            settings: Settings {
+                poll_interval: Duration::from_millis(100),
+                resync_interval: Duration::from_secs(2),
+            },
+            providers,
+            restorer,
+        };
+        let registry = metrics.clone();
+        let stop_signal = shutdown();
+        tasks.push(tokio::spawn(async move {
+            let _keep = leading_tx;
+            controller::run(
+                client,
+                watches,
+                config,
+                leading,
+                registry,
+                |_| {},
+                stop_signal,
+            )
+            .await;
+        }));
+        Running {
+            metrics,
+            stop,
+            tasks,
+        }
+    }
+
+    fn run(&self, providers: Providers) -> Running {
+        self.run_with(providers, false, self.env.client())
+    }
+
+    /// Creates a KubernetesCluster from a manifest (its status, if any, is dropped by the API
+    /// server, as the article says).
+    async fn apply_manifest(&self, yaml: &str) -> KubernetesCluster {
+        let mut value: Value = serde_saphyr::from_str(yaml).expect("manifest");
+        value["metadata"]["namespace"] = json!(self.env.namespace());
+        let cluster: KubernetesCluster =
+            serde_json::from_value(value).expect("a KubernetesCluster");
+        self.clusters()
+            .create(&PostParams::default(), &cluster)
+            .await
+            .expect("create KubernetesCluster")
+    }
+
+    /// A KubernetesCluster named `name` (the article's spec, with `extra` merged into it).
+    async fn create(&self, name: &str, extra: Value) -> KubernetesCluster {
+        let mut value: Value = serde_saphyr::from_str(ARTICLE).expect("manifest");
+        value["metadata"] = json!({"name": name, "namespace": self.env.namespace()});
+        if let Some(status) = value.as_object_mut() {
+            status.remove("status");
+        }
+        merge(&mut value["spec"], extra);
+        let cluster: KubernetesCluster =
+            serde_json::from_value(value).expect("a KubernetesCluster");
+        self.clusters()
+            .create(&PostParams::default(), &cluster)
+            .await
+            .expect("create KubernetesCluster")
+    }
+
+    async fn patch_spec(&self, name: &str, spec: Value) {
+        self.clusters()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": spec})),
+            )
+            .await
+            .expect("patch spec");
+    }
+
+    /// Waits until `check` accepts the object; the message names what was awaited.
+    async fn wait(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(&KubernetesCluster) -> bool,
+    ) -> KubernetesCluster {
+        let api = self.clusters();
+        wait_for(what, timeout, || async {
+            let found = api.get_opt(name).await.map_err(|e| e.to_string())?;
+            Ok(found.filter(|c| check(c)))
+        })
+        .await
+        .unwrap_or_else(|e| {
+            panic!("{e}");
+        })
+    }
+
+    async fn wait_ready(&self, name: &str) -> KubernetesCluster {
+        self.wait(name, "the cluster to be Ready", CLUSTER_TIMEOUT, |c| {
+            phase(c) == Some(Phase::Ready)
+                && condition(c, reasons::READY) == Some(("True", reasons::REASON_CLUSTER_READY))
+        })
+        .await
+    }
+
+    async fn wait_condition(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+    ) -> KubernetesCluster {
+        self.wait(
+            name,
+            &format!("{type_}={status} ({reason})"),
+            CLUSTER_TIMEOUT,
+            |c| condition(c, type_) == Some((status, reason)),
+        )
+        .await
+    }
+
+    async fn wait_gone(&self, name: &str) {
+        let api = self.clusters();
+        wait_for(
+            "the KubernetesCluster to be gone",
+            CLUSTER_TIMEOUT,
+            || async {
+                match api.get_opt(name).await {
+                    Ok(None) => Ok(Some(())),
+                    Ok(Some(_)) => Ok(None),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await
+        .expect("gone");
+    }
+
+    async fn finish(self, running: Running) {
+        // Leave nothing behind at the provider: clusters are deleted with their objects.
+        let api = self.clusters();
+        if let Ok(list) = api.list(&Default::default()).await {
+            for c in list.items {
+                let _ = api.delete(&c.name_any(), &DeleteParams::default()).await;
+            }
+            wait_for("every KubernetesCluster gone", CLUSTER_TIMEOUT, || async {
+                let left = api
+                    .list(&Default::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if left.items.is_empty() {
+                    return Ok(Some(()));
+                }
+                Err(format!(
+                    "left: {:?}",
+                    left.items
+                        .iter()
+                        .map(|c| (c.name_any(), c.status.as_ref().map(|s| &s.conditions)))
+                        .collect::<Vec<_>>()
+                ))
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        }
+        running.stop().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.env.cleanup().await;
+    }
+}
+
+fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
+            for (k, v) in p {
+                merge(t.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (t, p) => *t = p,
+    }
+}
+
+fn phase(c: &KubernetesCluster) -> Option<Phase> {
+    c.status.as_ref()?.phase
+}
+
+fn condition<'a>(c: &'a KubernetesCluster, type_: &str) -> Option<(&'a str, &'a str)> {
+    let found = conditions::find(&c.status.as_ref()?.conditions, type_)?;
+    Some((found.status.as_str(), found.reason.as_str()))
+}
+
+fn message<'a>(c: &'a KubernetesCluster, type_: &str) -> &'a str {
+    c.status
+        .as_ref()
+        .and_then(|s| conditions::find(&s.conditions, type_))
+        .map_or("", |c| c.message.as_str())
+}
+
+async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.name_any();
+    match crds.create(&PostParams::default(), &crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create CRD {name}: {e}"),
+    }
+    wait_for("the CRD to be served", SETTLE_TIMEOUT, || async {
+        let api: Api<KubernetesCluster> = Api::all(client.clone());
+        api.list(&Default::default())
+            .await
+            .map(|_| Some(()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("CRD served");
+}
+
+async fn reference(config: ReferenceConfig) -> ReferenceProvider {
+    ReferenceProvider::start(config)
+        .await
+        .expect("reference provider")
+}
+
+/// Providers with the reference provider as `bank` (and no `local`).
+fn bank(reference: &ReferenceProvider) -> Providers {
+    let external =
+        vigil_provider::external::ExternalProvider::new(vigil_provider::external::ExternalConfig {
+            url: reference.url(),
+            token: None,
+            timeout: Duration::from_secs(2),
+        })
+        .expect("external provider");
+    let mut providers = Providers::new();
+    providers.insert("bank", Arc::new(external) as Arc<dyn ClusterProvider>);
+    providers
+}
+
+fn identity_key(name: &str) -> String {
+    format!("{ARTICLE_UUID}/{name}")
+}
+
+fn on_bank() -> Value {
+    json!({"provider": {"name": "bank"}})
+}
+
+#[tokio::test]
+async fn a_cluster_is_provisioned_through_an_external_provider_and_deleted_with_its_object() {
+    let w = World::start("external").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run(bank(&provider));
+    w.create("ext", on_bank()).await;
+    let ready = w.wait_ready("ext").await;
+    let status = ready.status.clone().expect("status");
+    let id = status.cluster_id.clone().expect("a cluster id");
+    assert!(status.api_server_url.is_some_and(|u| u.contains(&id)));
+    assert_eq!(
+        status
+            .master_version
+            .as_deref()
+            .map(|v| v.starts_with("1.28")),
+        Some(true)
+    );
+    assert!(ready.finalizers().iter().any(|f| f == FINALIZER));
+    assert_eq!(provider.clusters_created(&identity_key("ext")), 1);
+    assert!(
+        status.addons.iter().all(|a| a.state == "Installed"),
+        "{:?}",
+        status.addons
+    );
+
+    // The kubeconfig Secret (Cluster API's name and key), owned by the object.
+    let secrets: Api<Secret> = w.env.api();
+    let secret = secrets
+        .get(&kubeconfig_secret_name("ext"))
+        .await
+        .expect("kubeconfig Secret");
+    assert!(
+        secret
+            .data
+            .as_ref()
+            .is_some_and(|d| d.contains_key("value"))
+    );
+    assert_eq!(
+        secret.owner_references().first().map(|o| o.uid.as_str()),
+        ready.uid().as_deref()
+    );
+
+    // Steady state: no API writes, whatever the resyncs (every 2 s here).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after = w.clusters().get("ext").await.expect("get");
+    assert_eq!(
+        after.resource_version(),
+        ready.resource_version(),
+        "no write in steady state"
+    );
+
+    w.clusters()
+        .delete("ext", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_gone("ext").await;
+    assert!(
+        provider.clusters().is_empty(),
+        "the cluster is gone at the provider before the object"
+    );
+    let metrics = running.metrics.encode();
+    assert!(
+        metrics.contains(
+            "vigil_kubernetescluster_operation_duration_seconds_count{operation=\"Create\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(metrics.contains("vigil_kubernetescluster_provider_requests_total{provider=\"bank\",operation=\"Create\",result=\"ok\"} 1"), "{metrics}");
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_outage_is_degraded_with_backoff_then_the_cluster_converges() {
+    let w = World::start("outage").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    provider.set_outage(Some(Outage::Unavailable));
+    let running = w.run(bank(&provider));
+    w.create("down", on_bank()).await;
+    let degraded = w
+        .wait_condition(
+            "down",
+            reasons::DEGRADED,
+            "True",
+            reasons::REASON_PROVIDER_UNAVAILABLE,
+        )
+        .await;
+    assert!(
+        message(&degraded, reasons::DEGRADED).contains("bank"),
+        "{:?}",
+        degraded.status
+    );
+    // Backoff: a handful of attempts in two seconds, not a hot loop.
+    let requests = provider.total_requests();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let more = provider.total_requests() - requests;
+    assert!(more <= 10, "{more} requests in 2 s during the outage");
+    provider.set_outage(None);
+    let ready = w.wait_ready("down").await;
+    assert_eq!(
+        condition(&ready, reasons::DEGRADED),
+        Some(("False", reasons::REASON_AS_EXPECTED))
+    );
+    assert_eq!(provider.clusters_created(&identity_key("down")), 1);
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+#[tokio::test]
+async fn lost_create_answers_never_make_a_second_cluster() {
+    let w = World::start("lost").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run(bank(&provider));
+    for (name, mode) in [
+        ("lost-error", LoseMode::Error),
+        ("lost-drop", LoseMode::Drop),
+    ] {
+        provider.lose_next_creates(2, mode);
+        w.create(name, on_bank()).await;
+        w.wait_ready(name).await;
+        assert_eq!(provider.clusters_created(&identity_key(name)), 1, "{name}");
+    }
+    assert_eq!(provider.clusters().len(), 2);
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_refused_delete_keeps_the_finalizer_and_says_why() {
+    let w = World::start("refuse").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run(bank(&provider));
+    w.create("kept", on_bank()).await;
+    let ready = w.wait_ready("kept").await;
+    let id = ready.status.and_then(|s| s.cluster_id).expect("id");
+    provider.refuse_deletes(&id);
+    w.clusters()
+        .delete("kept", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let waiting = w
+        .wait_condition("kept", reasons::DELETING, "True", "DeleteRefused")
+        .await;
+    assert!(waiting.finalizers().iter().any(|f| f == FINALIZER));
+    assert!(message(&waiting, reasons::DELETING).contains(&id));
+    assert_eq!(provider.clusters().len(), 1);
+    provider.allow_deletes(&id);
+    w.wait_gone("kept").await;
+    assert!(provider.clusters().is_empty());
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+#[tokio::test]
+async fn upgrades_go_forward_downgrades_and_unknown_addons_are_conditions() {
+    let w = World::start("versions").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run(bank(&provider));
+    w.create("v", on_bank()).await;
+    w.wait_ready("v").await;
+
+    w.patch_spec("v", json!({"kubeVersion": "1.29"})).await;
+    let upgraded = w
+        .wait("v", "the upgrade to 1.29", CLUSTER_TIMEOUT, |c| {
+            phase(c) == Some(Phase::Ready)
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.master_version.as_deref())
+                    .is_some_and(|v| v.starts_with("1.29"))
+        })
+        .await;
+    assert_eq!(
+        condition(&upgraded, reasons::UPGRADING),
+        Some(("False", reasons::REASON_UP_TO_DATE))
+    );
+
+    w.patch_spec("v", json!({"kubeVersion": "1.27"})).await;
+    let refused = w
+        .wait_condition(
+            "v",
+            reasons::DEGRADED,
+            "True",
+            reasons::REASON_DOWNGRADE_REFUSED,
+        )
+        .await;
+    assert!(message(&refused, reasons::DEGRADED).contains("1.27"));
+    assert_eq!(
+        phase(&refused),
+        Some(Phase::Ready),
+        "the cluster keeps serving"
+    );
+
+    w.patch_spec(
+        "v",
+        json!({"kubeVersion": "1.29", "addons": [{"name": "flux-capacitor", "version": "1.0"}]}),
+    )
+    .await;
+    let unknown = w
+        .wait_condition("v", reasons::DEGRADED, "True", "UnknownAddon")
+        .await;
+    assert!(message(&unknown, reasons::DEGRADED).contains("flux-capacitor"));
+    let rejection = unknown
+        .status
+        .and_then(|s| s.rejection)
+        .expect("rejection recorded");
+    assert_eq!(rejection.operation, "SetAddons");
+    // Not repeated for the same generation.
+    let addon_requests = provider.requests("set_addons");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(provider.requests("set_addons"), addon_requests);
+
+    // Fixed: converges and Degraded clears.
+    w.patch_spec(
+        "v",
+        json!({"addons": [{"name": "metrics-server", "version": "0.7.2"}]}),
+    )
+    .await;
+    let fixed = w
+        .wait_condition("v", reasons::DEGRADED, "False", reasons::REASON_AS_EXPECTED)
+        .await;
+    assert_eq!(fixed.status.and_then(|s| s.rejection), None);
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+#[tokio::test]
+async fn paused_clusters_are_left_alone_and_unknown_providers_are_a_condition() {
+    let w = World::start("paused").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run(bank(&provider));
+    let mut paused = on_bank();
+    paused["paused"] = json!(true);
+    w.create("p", paused).await;
+    w.wait_condition("p", reasons::PAUSED, "True", reasons::REASON_PAUSED)
+        .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        provider.total_requests(),
+        0,
+        "no provider call while paused"
+    );
+    w.patch_spec("p", json!({"paused": false})).await;
+    w.wait_ready("p").await;
+
+    w.create("nowhere", json!({"provider": {"name": "nowhere"}}))
+        .await;
+    let unknown = w
+        .wait_condition(
+            "nowhere",
+            reasons::DEGRADED,
+            "True",
+            reasons::REASON_PROVIDER_UNKNOWN,
+        )
+        .await;
+    assert!(message(&unknown, reasons::DEGRADED).contains("bank"));
+    // Its deletion waits for a provider that does not exist, and says so; orphaned, it goes.
+    w.clusters()
+        .delete("nowhere", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_condition(
+        "nowhere",
+        reasons::DELETING,
+        "True",
+        reasons::REASON_PROVIDER_UNKNOWN,
+    )
+    .await;
+    w.patch_spec("nowhere", json!({"deletionPolicy": "Orphan"}))
+        .await;
+    w.wait_gone("nowhere").await;
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+/// A malformed spec never reaches the controller: the API server's schema rejects it.
+#[tokio::test]
+async fn a_malformed_spec_is_rejected_by_the_schema() {
+    let w = World::start("schema").await;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        w.env.client(),
+        w.env.namespace(),
+        &kube::api::ApiResource::erase::<KubernetesCluster>(&()),
+    );
+    let base: Value = serde_saphyr::from_str(ARTICLE).expect("manifest");
+    let cases = [
+        ("kubeVersion", json!({"kubeVersion": "latest"})),
+        (
+            "uuid",
+            json!({"product": {"uuid": {"value": "not-a-uuid"}}}),
+        ),
+        (
+            "addons",
+            json!({"addons": [{"name": "a", "version": "1.0"}, {"name": "a", "version": "2.0"}]}),
+        ),
+        ("deletionPolicy", json!({"deletionPolicy": "Sometimes"})),
+        (
+            "version",
+            json!({"addons": [{"name": "a", "version": "one"}]}),
+        ),
+    ];
+    for (i, (field, bad)) in cases.into_iter().enumerate() {
+        let mut object = base.clone();
+        object["metadata"] = json!({"name": format!("bad-{i}"), "namespace": w.env.namespace()});
+        merge(&mut object["spec"], bad);
+        let object: DynamicObject = serde_json::from_value(object).expect("object");
+        let err = api
+            .create(&PostParams::default(), &object)
+            .await
+            .expect_err(&format!("{field} must be rejected"));
+        match err {
+            kube::Error::Api(s) => {
+                assert_eq!(s.code, 422, "{field}: {s:?}");
+                assert!(s.message.contains(field), "{field}: {}", s.message);
+            }
+            other => panic!("{field}: {other}"),
+        }
+    }
+    let mut missing = base.clone();
+    missing["metadata"] = json!({"name": "missing", "namespace": w.env.namespace()});
+    if let Some(spec) = missing["spec"].as_object_mut() {
+        spec.remove("product");
+    }
+    let missing: DynamicObject = serde_json::from_value(missing).expect("object");
+    let err = api
+        .create(&PostParams::default(), &missing)
+        .await
+        .expect_err("a missing product must be rejected");
+    assert!(matches!(err, kube::Error::Api(s) if s.code == 422 && s.message.contains("product")));
+    w.env.cleanup().await;
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The article's scenario: a KubernetesCluster deleted (its cluster orphaned) and re-applied
+/// from git without status gets its status back from the vault and adopts the same cluster —
+/// the provider saw exactly one create.
+#[tokio::test]
+async fn reapplied_from_git_the_status_comes_back_and_the_same_cluster_is_adopted() {
+    let w = World::start("reapply").await;
+    install_crd(&w.env.client(), StatusBackupPolicy::crd()).await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let running = w.run_with(bank(&provider), true, w.env.client());
+    let policies: Api<StatusBackupPolicy> = Api::all(w.env.client());
+    let policy_name = format!("kc-{}", w.env.namespace().trim_start_matches("vigil-test-"));
+    let policy: StatusBackupPolicy = serde_json::from_value(json!({
+        "apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": policy_name},
+        "spec": {
+            "resources": [{"group": "vigil.dev", "kind": "KubernetesCluster"}],
+            "namespaces": [w.env.namespace()],
+        },
+    }))
+    .expect("policy");
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create policy");
+
+    let mut orphan = on_bank();
+    orphan["deletionPolicy"] = json!("Orphan");
+    w.create("git", orphan.clone()).await;
+    let first = w.wait_ready("git").await;
+    let first_status = first.status.clone().expect("status");
+    // The vault holds the Ready status.
+    let vault = vigil_vault::Vault::open(
+        &w.dir.join("vault").display().to_string(),
+        vigil_vault::VaultOptions::default(),
+    )
+    .await
+    .expect("open vault");
+    let key = vigil_vault::ObjectKey::new(
+        "vigil.dev",
+        "KubernetesCluster",
+        Some(w.env.namespace()),
+        "git",
+    );
+    wait_for(
+        "the vault to capture the Ready status",
+        CLUSTER_TIMEOUT,
+        || async {
+            let history = vault.history(&key).await.map_err(|e| e.to_string())?;
+            let last = history.into_iter().filter_map(Result::ok).next_back();
+            match last {
+                Some(r) if r.status["phase"] == "Ready" && r.status["clusterID"].is_string() => {
+                    Ok(Some(()))
+                }
+                other => {
+                    let p = policies
+                        .get(&policy_name)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Err(format!(
+                        "last record: {:?}; policy: {:?}",
+                        other.map(|r| r.status),
+                        p.status
+                    ))
+                }
+            }
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!("{e}");
+    });
+
+    w.clusters()
+        .delete("git", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_gone("git").await;
+    assert_eq!(provider.clusters().len(), 1, "Orphan: the cluster stays");
+
+    // Re-applied as from git: no status.
+    w.create("git", orphan).await;
+    let back = w.wait_ready("git").await;
+    let status = back.status.clone().expect("status");
+    assert_eq!(
+        status.cluster_id, first_status.cluster_id,
+        "the same cluster"
+    );
+    assert_eq!(status.api_server_url, first_status.api_server_url);
+    assert!(
+        back.annotations()
+            .contains_key("vigil.dev/status-restored-from"),
+        "the status came from the vault: {:?}",
+        back.annotations()
+    );
+    assert_eq!(
+        provider.create_requests(&identity_key("git")),
+        1,
+        "exactly one create"
+    );
+    assert_eq!(provider.clusters_created(&identity_key("git")), 1);
+
+    let _ = policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await;
+    // Orphaned again at the end, so delete the cluster at the provider by hand.
+    w.patch_spec("git", json!({"deletionPolicy": "Delete"}))
+        .await;
+    w.finish(running).await;
+    assert!(provider.clusters().is_empty());
+    provider.shutdown().await;
+}
+
+/// The controller's requests through a provision, a kubeconfig Secret and a deletion are
+/// exactly the permissions it declares (`vigil manifests` grants them).
+#[tokio::test]
+async fn the_controllers_requests_are_exactly_its_declared_permissions() {
+    let w = World::start("rbac").await;
+    let provider = reference(ReferenceConfig::default()).await;
+    let (client, log) = w.env.recording_client().await.expect("recording client");
+    let running = w.run_with(bank(&provider), false, client);
+    w.create("r", on_bank()).await;
+    w.wait_ready("r").await;
+    // A deleted kubeconfig Secret is written again.
+    let secrets: Api<Secret> = w.env.api();
+    secrets
+        .delete(&kubeconfig_secret_name("r"), &DeleteParams::default())
+        .await
+        .expect("delete secret");
+    wait_for("the kubeconfig Secret back", CLUSTER_TIMEOUT, || async {
+        secrets
+            .get_opt(&kubeconfig_secret_name("r"))
+            .await
+            .map(|s| s.map(|_| ()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("secret restored");
+    w.clusters()
+        .delete("r", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_gone("r").await;
+    let granted = permissions::granted(controller::PERMISSIONS)
+        .map(|(group, resource, verb)| RbacAttributes::new(group, resource, verb));
+    log.check_exactly(granted, &["patch events.k8s.io/events"])
+        .expect("the ClusterRole is exactly what the code uses");
+    w.finish(running).await;
+    provider.shutdown().await;
+}
+
+/// A `local` provider rooted in a directory of its own; its sandbox processes are killed and
+/// its files removed when dropped, so a failing test leaves nothing running.
+struct LocalRoot(PathBuf);
+
+impl LocalRoot {
+    fn providers(&self) -> Providers {
+        let mut config = LocalConfig::new(&self.0, env!("CARGO_BIN_EXE_vigil"));
+        config.stop_grace = Duration::from_secs(3);
+        let mut providers = Providers::new();
+        providers.insert(
+            "local",
+            Arc::new(LocalProvider::new(config).expect("local provider"))
+                as Arc<dyn ClusterProvider>,
+        );
+        providers
+    }
+
+    fn provider(&self) -> LocalProvider {
+        LocalProvider::new(LocalConfig::new(&self.0, env!("CARGO_BIN_EXE_vigil")))
+            .expect("local provider")
+    }
+}
+
+impl Drop for LocalRoot {
+    fn drop(&mut self) {
+        self.provider().kill_all();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A client for the kubeconfig a Secret holds (key `value`).
+async fn client_from_secret(secret: &Secret) -> Client {
+    let bytes = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .expect("the kubeconfig in key value");
+    let text = String::from_utf8(bytes.0.clone()).expect("utf-8");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).expect("a kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("config");
+    Client::try_from(config).expect("client")
+}
+
+/// The article's manifest, with only its `apiVersion` changed, on the default `local` provider:
+/// a real API server answers at `apiServerURL`, reports the `masterVersion` in status, and the
+/// kubeconfig Secret reaches it. An upgrade restarts it on the new version with its data, and
+/// deleting the object stops the server and removes its data before the finalizer goes.
+#[tokio::test]
+async fn the_articles_manifest_provisions_a_real_cluster_on_the_local_provider() {
+    let w = World::start("article").await;
+    let root = LocalRoot(w.dir.join("clusters"));
+    let running = w.run(root.providers());
+    let created = w.apply_manifest(ARTICLE).await;
+    assert_eq!(
+        created.status, None,
+        "the API server drops a status on create"
+    );
+    let ready = w.wait_ready("my-custom-cluster-for-backup").await;
+    let status = ready.status.clone().expect("status");
+    let url = status.api_server_url.clone().expect("apiServerURL");
+    assert!(
+        url.starts_with("https://127.0.0.1:") || url.starts_with("http://127.0.0.1:"),
+        "{url}"
+    );
+    assert_eq!(status.master_version.as_deref(), Some("1.28.0"));
+    assert_eq!(
+        status.kubeconfig_secret.as_deref(),
+        Some("my-custom-cluster-for-backup-kubeconfig")
+    );
+    let names: Vec<&str> = status.addons.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["cluster-autoscaler", "vpc-block-csi-driver"]);
+
+    // The kubeconfig Secret reaches the cluster, which reports the version in status.
+    let secrets: Api<Secret> = w.env.api();
+    let secret = secrets
+        .get("my-custom-cluster-for-backup-kubeconfig")
+        .await
+        .expect("kubeconfig Secret");
+    let cluster = client_from_secret(&secret).await;
+    let version = cluster.apiserver_version().await.expect("GET /version");
+    assert_eq!(version.git_version, "v1.28.0");
+    assert_eq!(cluster.default_namespace(), "default");
+    let server_url = kube::config::Kubeconfig::from_yaml(
+        &String::from_utf8(secret.data.as_ref().expect("data")["value"].0.clone()).expect("utf-8"),
+    )
+    .expect("kubeconfig")
+    .clusters
+    .into_iter()
+    .find_map(|c| c.cluster.and_then(|c| c.server))
+    .expect("a server");
+    assert_eq!(server_url, url, "the Secret and the status name one server");
+    // The addons are Deployments in the new cluster.
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(cluster.clone(), "kube-system");
+    assert!(
+        deployments
+            .get_opt("cluster-autoscaler")
+            .await
+            .expect("get")
+            .is_some()
+    );
+    // Something of the user's in the cluster, to find again after the upgrade.
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(cluster.clone(), "default");
+    configmaps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "kept"}, "data": {"k": "v"}}))
+                .expect("configmap"),
+        )
+        .await
+        .expect("create in the new cluster");
+
+    // Upgrade: forward, the same server and data, the new version.
+    w.patch_spec(
+        "my-custom-cluster-for-backup",
+        json!({"kubeVersion": "1.29"}),
+    )
+    .await;
+    let upgraded = w
+        .wait(
+            "my-custom-cluster-for-backup",
+            "the upgrade to 1.29",
+            CLUSTER_TIMEOUT,
+            |c| {
+                phase(c) == Some(Phase::Ready)
+                    && c.status.as_ref().and_then(|s| s.master_version.as_deref()) == Some("1.29.0")
+            },
+        )
+        .await;
+    assert_eq!(
+        upgraded.status.and_then(|s| s.api_server_url),
+        Some(url.clone())
+    );
+    let version = cluster.apiserver_version().await.expect("GET /version");
+    assert_eq!(version.git_version, "v1.29.0");
+    assert!(
+        configmaps.get_opt("kept").await.expect("get").is_some(),
+        "data survives"
+    );
+
+    // Deleted: the server stops and its data goes before the object does.
+    let id = status.cluster_id.clone().expect("id");
+    let dir = root.provider().dir(&id);
+    assert!(dir.exists());
+    w.clusters()
+        .delete("my-custom-cluster-for-backup", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_gone("my-custom-cluster-for-backup").await;
+    assert!(!dir.exists(), "the cluster's data is removed");
+    assert!(
+        root.provider().processes().is_empty(),
+        "its server process is stopped"
+    );
+    assert!(
+        cluster.apiserver_version().await.is_err(),
+        "the server no longer answers"
+    );
+    w.finish(running).await;
+}
