@@ -1,6 +1,7 @@
 //! `vigil demo`: Vigil's main job, seen in seconds without a cluster. It starts the sandbox, its
 //! simulated kubelet and the CriticalService controller in this process, plays the article's
-//! scenario step by step, then keeps everything running for `kubectl` until Ctrl-C.
+//! scenario step by step, provisions the KubernetesCluster article's cluster with the `local`
+//! provider ([`crate::demo_cluster`]), then keeps everything running for `kubectl` until Ctrl-C.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -31,6 +32,9 @@ pub struct DemoArgs {
     /// Where to write the kubeconfig for kubectl.
     #[arg(long, default_value = "vigil-demo.kubeconfig")]
     kubeconfig_out: PathBuf,
+    /// Where to write the kubeconfig of the KubernetesCluster the demo provisions.
+    #[arg(long, default_value = "vigil-demo-cluster.kubeconfig")]
+    cluster_kubeconfig_out: PathBuf,
     /// Play the scenario and exit instead of serving until Ctrl-C.
     #[arg(long)]
     exit: bool,
@@ -41,7 +45,7 @@ fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> anyhow::R
 }
 
 /// Polls until `check` returns Some, for at most 20 s.
-async fn until<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
+pub(crate) async fn until<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -69,7 +73,7 @@ async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
         .collect()
 }
 
-fn step(started: Instant, text: &str) {
+pub(crate) fn step(started: Instant, text: &str) {
     println!("[{:>6.3}s] {text}", started.elapsed().as_secs_f64());
 }
 
@@ -206,15 +210,45 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         "Vigil started service-watcher-frontend again: the Service keeps answering",
     );
 
+    // The second act: a Kubernetes cluster provisioned from the article's manifest.
+    let clusters_root =
+        std::env::temp_dir().join(format!("vigil-demo-clusters-{}", std::process::id()));
+    let act = crate::demo_cluster::play(
+        &client,
+        started,
+        &clusters_root,
+        &args.cluster_kubeconfig_out,
+    )
+    .await;
+    let act = match act {
+        Ok(act) => act,
+        Err(e) => {
+            // Whatever came up must not outlive the demo.
+            if let Ok(local) = vigil_provider::local::LocalProvider::new(
+                vigil_provider::local::LocalConfig::new(&clusters_root, "vigil"),
+            ) {
+                local.kill_all();
+            }
+            let _ = std::fs::remove_dir_all(&clusters_root);
+            return Err(e);
+        }
+    };
+
     if !args.exit {
         println!(
-            "\nexplore: kubectl --kubeconfig {} get crisvc,pods,endpoints   (Ctrl-C to stop)",
+            "\nexplore: kubectl --kubeconfig {} get crisvc,kc,pods,endpoints,secrets",
             args.kubeconfig_out.display()
+        );
+        println!(
+            "         kubectl --kubeconfig {} version   (the provisioned cluster; Ctrl-C to stop)",
+            args.cluster_kubeconfig_out.display()
         );
         tokio::signal::ctrl_c()
             .await
             .context("waiting for Ctrl-C")?;
     }
+    act.finish(started).await?;
+    let _ = std::fs::remove_file(&args.cluster_kubeconfig_out);
     let _ = stop.send(true);
     let _ = operator.await;
     kubelet.stop().await;

@@ -11,6 +11,7 @@ mod bench_status_restore;
 mod bench_status_vault;
 mod cluster_providers;
 mod demo;
+mod demo_cluster;
 mod manifests;
 mod run;
 mod sandbox;

@@ -217,6 +217,10 @@ fn run_without_a_cluster_fails_clearly() {
 fn demo_plays_the_articles_scenario() {
     let kubeconfig =
         std::env::temp_dir().join(format!("vigil-demo-{}.kubeconfig", std::process::id()));
+    let cluster_kubeconfig = std::env::temp_dir().join(format!(
+        "vigil-demo-cluster-{}.kubeconfig",
+        std::process::id()
+    ));
     let out = vigil()
         .args([
             "demo",
@@ -226,9 +230,15 @@ fn demo_plays_the_articles_scenario() {
             "--kubeconfig-out",
         ])
         .arg(&kubeconfig)
+        .arg("--cluster-kubeconfig-out")
+        .arg(&cluster_kubeconfig)
         .output()
         .expect("run");
     let _ = std::fs::remove_file(&kubeconfig);
+    assert!(
+        !cluster_kubeconfig.exists(),
+        "the demo removes what it wrote"
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -240,6 +250,11 @@ fn demo_plays_the_articles_scenario() {
         "started pod service-watcher-frontend",
         "retired its fallback pod",
         "started service-watcher-frontend again",
+        "KubernetesCluster my-custom-cluster-for-backup applied",
+        "Ready: API server at http",
+        "masterVersion 1.28.0",
+        "the new cluster reports v1.28.0",
+        "its API server stopped and its data removed first",
     ] {
         assert!(text.contains(step), "missing step {step:?} in:\n{text}");
     }
