@@ -437,6 +437,28 @@ fn decide_running(
         );
     }
 
+    // The server's version moved with no upgrade of Vigil's under way: changed outside Vigil.
+    let previous_version = view
+        .status
+        .as_ref()
+        .and_then(|s| s.master_version.as_deref());
+    let upgrading_before = view
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.conditions, UPGRADING));
+    if let (Some(before), Some(now)) = (previous_version, cluster.master_version.as_deref())
+        && before != now
+        && !upgrading_before
+    {
+        report.event(EventNote::warning(
+            REASON_DRIFT_DETECTED,
+            format!(
+                "cluster {} now reports Kubernetes {now}, was {before}, with no upgrade by Vigil",
+                cluster.id
+            ),
+        ));
+    }
+
     let mut call = None;
     let mut requeue = None;
     match compare_versions(&view.spec.kube_version, &cluster.kube_version) {

@@ -205,8 +205,8 @@ fn running_cluster_becomes_ready_and_reports_the_provision_duration() {
     assert_eq!(status.master_version.as_deref(), Some("1.28.0"));
     assert_eq!(status.cluster_id.as_deref(), Some("c-1"));
     assert_eq!(
-        status.kubeconfig_secret, None,
-        "set by the controller, not decide"
+        status.kubeconfig_secret.as_deref(),
+        Some("my-custom-cluster-for-backup-kubeconfig")
     );
     assert_eq!(status.addons.len(), 2);
     assert!(status.addons.iter().all(|a| a.state == "Installed"));
@@ -340,6 +340,29 @@ fn addons_converge_and_drift_is_reported() {
     let plan = decide_at(&view(Some(ready_status())), Observed::Found(&cluster), 200);
     assert!(matches!(plan.call, Some(Call::SetAddons { .. })));
     assert!(reasons(&plan).contains(&REASON_DRIFT_DETECTED));
+}
+
+#[test]
+fn a_version_changed_outside_vigil_is_reported_as_drift() {
+    let mut cluster = running();
+    cluster.master_version = Some("1.28.9".into());
+    let plan = decide_at(&view(Some(ready_status())), Observed::Found(&cluster), 300);
+    assert_eq!(plan.call, None);
+    assert_eq!(reasons(&plan), [REASON_DRIFT_DETECTED]);
+    assert_eq!(plan.status.master_version.as_deref(), Some("1.28.9"));
+    // An upgrade of Vigil's own is no drift.
+    let mut v = view(Some(ready_status()));
+    v.spec.kube_version = "1.29".into();
+    let started = decide_at(&v, Observed::Found(&running()), 200);
+    let mut upgraded = running();
+    upgraded.kube_version = "1.29".into();
+    upgraded.master_version = Some("1.29.0".into());
+    let plan = decide_at(
+        &view_with(v, started.status),
+        Observed::Found(&upgraded),
+        260,
+    );
+    assert!(!reasons(&plan).contains(&REASON_DRIFT_DETECTED));
 }
 
 #[test]
