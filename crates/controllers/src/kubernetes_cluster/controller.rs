@@ -52,6 +52,8 @@ pub const FIELD_MANAGER: &str = "vigil-kubernetescluster";
 /// KubernetesClusters reconciled at once: provider calls are round trips to another system, so
 /// more overlap than the API-only controllers.
 const RECONCILE_CONCURRENCY: u16 = 16;
+/// Event reason of an object waiting for the status vault's restore.
+pub const REASON_WAITING_FOR_RESTORE: &str = "WaitingForStatusRestore";
 /// How soon to look again when the status vault has not decided yet.
 const RESTORE_PENDING_RETRY: Duration = Duration::from_secs(1);
 
@@ -141,6 +143,8 @@ struct Context {
     recorder: Recorder,
     /// Turns true once the Secret cache has synced.
     synced: watch::Receiver<bool>,
+    /// Objects whose wait for the status vault was announced by an Event (once per wait).
+    waiting_for_restore: std::sync::Mutex<std::collections::HashSet<ObjectRef<KubernetesCluster>>>,
 }
 
 /// Everything [`run`] needs besides the plumbing every controller gets.
@@ -229,6 +233,7 @@ pub async fn run(
             },
         ),
         synced,
+        waiting_for_restore: Default::default(),
     });
 
     // Becoming leader: look at everything again.
@@ -309,6 +314,23 @@ fn view(cluster: &KubernetesCluster) -> ClusterView {
     }
 }
 
+impl Context {
+    /// Records whether `key` waits for the status vault; true when a wait just began (to be
+    /// announced once).
+    fn restore_wait(&self, key: ObjectRef<KubernetesCluster>, waiting: bool) -> bool {
+        let mut set = self
+            .waiting_for_restore
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if waiting {
+            set.insert(key)
+        } else {
+            set.remove(&key);
+            false
+        }
+    }
+}
+
 async fn reconcile(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
     let timer = ctx.metrics.reconcile_started();
     if *ctx.leadership.borrow() != Leadership::Leading {
@@ -353,12 +375,27 @@ async fn reconcile_cluster(cluster: &KubernetesCluster, ctx: &Context) -> Result
     if view.cluster_id().is_none()
         && let Some(restorer) = &ctx.restorer
     {
-        match restorer.ensure_restored(cluster).await {
-            RestoreOutcome::NothingToRestore => {}
+        let outcome = restorer.ensure_restored(cluster).await;
+        let key = ObjectRef::from_obj(cluster);
+        match outcome {
+            RestoreOutcome::NothingToRestore => {
+                ctx.restore_wait(key, false);
+            }
             // The restored object arrives as the next watch event.
-            RestoreOutcome::Restored(_) => return Ok(Action::requeue(RESTORE_PENDING_RETRY)),
+            RestoreOutcome::Restored(_) => {
+                ctx.restore_wait(key, false);
+                return Ok(Action::requeue(RESTORE_PENDING_RETRY));
+            }
+            // Not in status: a status written now would read as "nothing to restore" next time.
             RestoreOutcome::Pending(why) => {
                 tracing::debug!(cluster = %view.name, %why, "waiting for the status vault");
+                if ctx.restore_wait(key, true) {
+                    let note = EventNote::normal(
+                        REASON_WAITING_FOR_RESTORE,
+                        format!("no provider call until the status vault decides: {why}"),
+                    );
+                    publish(ctx, cluster, &[note]).await;
+                }
                 return Ok(Action::requeue(RESTORE_PENDING_RETRY));
             }
         }
