@@ -31,6 +31,8 @@ pub enum Bench {
     StatusVault(crate::bench_status_vault::StatusVaultBench),
     /// The article's restore at scale through the CLI: N LoadBalancer Services backed up, deleted, restored.
     StatusRestore(crate::bench_status_restore::StatusRestoreBench),
+    /// KubernetesClusters through the external reference provider: time to all Ready, provider and API requests per object, RSS.
+    KubernetesCluster(crate::bench_kubernetes_cluster::KubernetesClusterBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -65,6 +67,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
         Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,
         Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
+        Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
     }
 }
 
