@@ -15,7 +15,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -41,7 +41,7 @@ pub use super::model::kubeconfig_secret_name;
 use super::model::{
     CLUSTER_NAME_LABEL, Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, EventNote,
     FINALIZER, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
-    KUBECONFIG_SECRET_TYPE, OP_DELETE, Observed, Settings,
+    KUBECONFIG_SECRET_TYPE, OP_DELETE, Observed, Settings, reconcile_trigger,
 };
 use crate::status_vault::{RestoreOutcome, StatusRestorer};
 
@@ -195,7 +195,9 @@ pub async fn run(
         Index::new(|_: &KubernetesCluster| Vec::new()),
         watch_all::<KubernetesCluster>(&watches),
         slim_cluster,
-    );
+    )
+    // Our own status writes do not start the next pass: the requeue paces the polls.
+    .predicate_filter(reconcile_trigger, Default::default());
     let (secrets, secret_writer) = reflector::store();
     let secret_stream = lean_cache(
         secret_writer,

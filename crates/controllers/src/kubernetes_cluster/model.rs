@@ -1,7 +1,9 @@
 //! What the KubernetesCluster controller observes and what its pure decision returns.
 
+use std::hash::{Hash as _, Hasher as _};
 use std::time::Duration;
 
+use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::{KubernetesClusterSpec, KubernetesClusterStatus};
 use vigil_provider::{Addon, ClusterIdentity, ClusterRequest, ProviderCluster};
 
@@ -23,6 +25,36 @@ pub const KUBECONFIG_SECRET_TYPE: &str = "cluster.x-k8s.io/secret";
 /// The name of a cluster's kubeconfig Secret (Cluster API's convention).
 pub fn kubeconfig_secret_name(cluster_name: &str) -> String {
     format!("{cluster_name}-kubeconfig")
+}
+
+/// What a change of a KubernetesCluster must alter to start a reconcile (a kube-runtime
+/// predicate: equal hashes, no reconcile): everything but the status the controller writes
+/// itself. Without it, each status write of a pass (a provisioning progress that moved, say)
+/// came back as a watch event and started the next pass at once, so a cluster in a long
+/// operation was asked as fast as the provider answered instead of every poll interval — the
+/// requeue paces those passes. Of the status, only what someone else may set counts: the
+/// clusterID and provider (the status vault's restore, or a person clearing it to provision
+/// anew).
+pub fn reconcile_trigger(cluster: &KubernetesCluster) -> Option<u64> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let meta = &cluster.metadata;
+    meta.uid.hash(&mut hasher);
+    meta.generation.hash(&mut hasher);
+    meta.finalizers.hash(&mut hasher);
+    meta.deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond())
+        .hash(&mut hasher);
+    meta.labels.hash(&mut hasher);
+    meta.annotations.hash(&mut hasher);
+    // The spec too, not only the generation: a server that does not bump it still triggers.
+    serde_json::to_string(&cluster.spec).ok().hash(&mut hasher);
+    let status = cluster.status.as_ref();
+    status
+        .and_then(|s| s.cluster_id.as_deref())
+        .hash(&mut hasher);
+    status.and_then(|s| s.provider.as_deref()).hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// Operator settings the decision needs.
@@ -219,4 +251,78 @@ pub struct DeletionPlan {
     pub step: DeletionStep,
     pub status: KubernetesClusterStatus,
     pub events: Vec<EventNote>,
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use vigil_apis::KubernetesCluster;
+    use vigil_apis::kubernetes_cluster::Phase;
+
+    use super::{FINALIZER, reconcile_trigger};
+
+    fn cluster() -> KubernetesCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "vigil.dev/v1alpha1", "kind": "KubernetesCluster",
+            "metadata": {"name": "c", "namespace": "ns", "uid": "u1", "generation": 1},
+            "spec": {"type": "iks", "env": "test", "kubeVersion": "1.28",
+                "osVersion": "UBUNTU_20_64",
+                "product": {"name": "p", "shortName": "p", "uuid": {"value": "x"}}},
+            "status": {"clusterID": "rc-1", "provider": "bank", "phase": "Provisioning"}
+        }))
+        .expect("a KubernetesCluster")
+    }
+
+    #[test]
+    fn the_controllers_own_status_writes_start_no_reconcile() {
+        let before = cluster();
+        let mut after = before.clone();
+        let status = after.status.as_mut().expect("status");
+        status.phase = Some(Phase::Ready);
+        status.master_version = Some("1.28.0".into());
+        status.api_server_url = Some("https://rc-1.example".into());
+        after.metadata.resource_version = Some("42".into());
+        assert_eq!(reconcile_trigger(&before), reconcile_trigger(&after));
+    }
+
+    /// A change made to the object, named in the failure message.
+    type Change = fn(&mut KubernetesCluster);
+
+    #[test]
+    fn spec_metadata_and_the_clusters_identity_in_status_start_one() {
+        let base = cluster();
+        let changes: [(&str, Change); 8] = [
+            ("spec", |c| c.spec.kube_version = "1.29".into()),
+            ("generation", |c| c.metadata.generation = Some(2)),
+            ("finalizer", |c| {
+                c.metadata.finalizers = Some(vec![FINALIZER.to_owned()]);
+            }),
+            ("deletion", |c| {
+                c.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+            }),
+            ("annotation", |c| {
+                c.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into());
+            }),
+            ("clusterID cleared", |c| {
+                if let Some(s) = c.status.as_mut() {
+                    s.cluster_id = None;
+                }
+            }),
+            ("status restored elsewhere", |c| {
+                if let Some(s) = c.status.as_mut() {
+                    s.provider = Some("other".into());
+                }
+            }),
+            ("re-created", |c| c.metadata.uid = Some("u2".into())),
+        ];
+        for (what, change) in changes {
+            let mut changed = base.clone();
+            change(&mut changed);
+            assert_ne!(
+                reconcile_trigger(&base),
+                reconcile_trigger(&changed),
+                "{what} must start a reconcile"
+            );
+        }
+    }
 }
