@@ -21,6 +21,32 @@ pub const UUID_PATTERN: &str =
     r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
 /// An RFC 1123 DNS label.
 pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// The article's manifest, its status included (the API server drops it on create), with only
+/// its `apiVersion` line changed: what the demo applies and the tests prove works unchanged.
+pub const ARTICLE_MANIFEST: &str = r#"apiVersion: vigil.dev/v1alpha1
+kind: KubernetesCluster
+metadata:
+  name: my-custom-cluster-for-backup
+spec:
+  type: iks
+  env: test
+  kubeVersion: "1.28"
+  osVersion: UBUNTU_20_64
+  product:
+    name: this is my solo experiment
+    shortName: experiment
+    uuid:
+      value: aaa692e5-e6ce-4f19-ad20-6491ca74067c
+  addons:
+  - name: cluster-autoscaler
+    version: "1.2.2"
+  - name: vpc-block-csi-driver
+    version: "5.2"
+status:
+  apiServerURL: https://my-private-endpoint.tld
+  masterVersion: 1.28.23
+"#;
+
 /// The provider used when `spec.provider` is absent.
 pub const DEFAULT_PROVIDER: &str = "local";
 

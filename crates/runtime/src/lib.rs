@@ -9,6 +9,7 @@
 //! | [`events`] | Kubernetes Events, recorded best effort |
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
+//! | [`reconcile`] | what every reconcile does around its work: leader only, synced caches, metrics, backoff reset |
 //! | [`queue`] | work-queue metrics (adds, depth, wait) for a kube-runtime `Controller` |
 //! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
 //! | [`compact`] | a cache of compact per-object entries, for the kinds a cluster has by the ten thousand |
@@ -27,4 +28,5 @@ pub mod leader;
 pub mod metrics;
 pub mod namespaces;
 pub mod queue;
+pub mod reconcile;
 pub mod shared;

@@ -13,7 +13,7 @@ use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use tokio::sync::watch;
 use vigil_apis::KubernetesCluster;
-use vigil_apis::kubernetes_cluster::Phase;
+use vigil_apis::kubernetes_cluster::{ARTICLE_MANIFEST, Phase};
 use vigil_controllers::kubernetes_cluster::controller::{self, Config, kubeconfig_secret_name};
 use vigil_controllers::kubernetes_cluster::model::Settings;
 use vigil_provider::local::{LocalConfig, LocalProvider};
@@ -24,28 +24,6 @@ use vigil_runtime::shared::SharedWatches;
 
 use crate::demo::{step, until};
 
-/// The article's manifest; only its `apiVersion` line changed.
-pub const ARTICLE_CLUSTER: &str = r#"apiVersion: vigil.dev/v1alpha1
-kind: KubernetesCluster
-metadata:
-  name: my-custom-cluster-for-backup
-  namespace: default
-spec:
-  type: iks
-  env: test
-  kubeVersion: "1.28"
-  osVersion: UBUNTU_20_64
-  product:
-    name: this is my solo experiment
-    shortName: experiment
-    uuid:
-      value: aaa692e5-e6ce-4f19-ad20-6491ca74067c
-  addons:
-  - name: cluster-autoscaler
-    version: "1.2.2"
-  - name: vpc-block-csi-driver
-    version: "5.2"
-"#;
 const NAME: &str = "my-custom-cluster-for-backup";
 
 /// The KubernetesCluster controller running for the demo.
@@ -112,7 +90,8 @@ pub async fn play(
         "KubernetesCluster controller running with the local provider (CRD kubernetesclusters.vigil.dev)",
     );
 
-    let cluster: KubernetesCluster = serde_saphyr::from_str(ARTICLE_CLUSTER)?;
+    let mut cluster: KubernetesCluster = serde_saphyr::from_str(ARTICLE_MANIFEST)?;
+    cluster.metadata.namespace = Some("default".into());
     clusters.create(&PostParams::default(), &cluster).await?;
     step(
         started,

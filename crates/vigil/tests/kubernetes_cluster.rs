@@ -41,29 +41,7 @@ const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
 const ARTICLE_UUID: &str = "aaa692e5-e6ce-4f19-ad20-6491ca74067c";
 
 /// The article's manifest; only its `apiVersion` line changed.
-const ARTICLE: &str = r#"apiVersion: vigil.dev/v1alpha1
-kind: KubernetesCluster
-metadata:
-  name: my-custom-cluster-for-backup
-spec:
-  type: iks
-  env: test
-  kubeVersion: "1.28"
-  osVersion: UBUNTU_20_64
-  product:
-    name: this is my solo experiment
-    shortName: experiment
-    uuid:
-      value: aaa692e5-e6ce-4f19-ad20-6491ca74067c
-  addons:
-  - name: cluster-autoscaler
-    version: "1.2.2"
-  - name: vpc-block-csi-driver
-    version: "5.2"
-status:
-  apiServerURL: https://my-private-endpoint.tld
-  masterVersion: 1.28.23
-"#;
+const ARTICLE: &str = vigil_apis::kubernetes_cluster::ARTICLE_MANIFEST;
 
 /// On a real cluster, one controller at a time (see the module documentation).
 static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());

@@ -26,7 +26,8 @@ use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::metrics::{ControllerMetrics, Metrics};
+use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
 use super::cache;
@@ -354,34 +355,19 @@ fn view(sync: &ConfigMapSync) -> SyncView {
 }
 
 async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let timer = ctx.metrics.reconcile_started();
-    if *ctx.leadership.borrow() != Leadership::Leading {
-        // Standbys keep warm caches and write nothing; becoming leader reconciles everything.
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
     // Deciding on half-filled caches would report missing sources and re-create copies.
-    let mut synced = ctx.synced.clone();
-    if synced.wait_for(|s| *s).await.is_err() {
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
-    let result = with_finalizer(&sync, &ctx).await;
-    let reference = ObjectRef::from_obj(sync.as_ref());
-    match &result {
-        Ok(action) => {
-            if ctx.backoffs.success(&reference) {
-                tracing::info!(configmapsync = %reference, "recovered after quarantine");
-            }
-            timer.finish(if *action == Action::await_change() {
-                ReconcileResult::Success
-            } else {
-                ReconcileResult::RequeueAfter
-            });
-        }
-        Err(_) => timer.finish(ReconcileResult::Error),
-    }
-    result
+    let guard = Guard {
+        metrics: &ctx.metrics,
+        leadership: &ctx.leadership,
+        synced: Some(&ctx.synced),
+        backoffs: &ctx.backoffs,
+    };
+    guarded(
+        ObjectRef::from_obj(sync.as_ref()),
+        guard,
+        with_finalizer(&sync, &ctx),
+    )
+    .await
 }
 
 /// The finalizer, hand-rolled on merge patches guarded by the resourceVersion: first added (the

@@ -24,8 +24,9 @@ use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::metrics::{ControllerMetrics, Metrics};
 use vigil_runtime::queue::QueueTracker;
+use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
 use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
@@ -444,28 +445,19 @@ fn lookup_template(caches: &Caches, settings: &Settings, key: &TemplateKey) -> T
 
 async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.queue.started(&ObjectRef::from_obj(cr.as_ref()));
-    let timer = ctx.metrics.reconcile_started();
-    if *ctx.leadership.borrow() != Leadership::Leading {
-        // Standbys keep warm caches and write nothing; becoming leader reconciles everything.
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
-    let result = reconcile_inner(&cr, &ctx).await;
-    let reference = ObjectRef::from_obj(cr.as_ref());
-    match &result {
-        Ok(action) => {
-            if ctx.backoffs.success(&reference) {
-                tracing::info!(criticalservice = %cr.name_any(), "recovered after quarantine");
-            }
-            timer.finish(if *action == Action::await_change() {
-                ReconcileResult::Success
-            } else {
-                ReconcileResult::RequeueAfter
-            });
-        }
-        Err(_) => timer.finish(ReconcileResult::Error),
-    }
-    result
+    // The secondary caches' sync is awaited inside (it needs the caches, not only a flag).
+    let guard = Guard {
+        metrics: &ctx.metrics,
+        leadership: &ctx.leadership,
+        synced: None,
+        backoffs: &ctx.backoffs,
+    };
+    guarded(
+        ObjectRef::from_obj(cr.as_ref()),
+        guard,
+        reconcile_inner(&cr, &ctx),
+    )
+    .await
 }
 
 /// How often lame, uncovered Services are looked for.

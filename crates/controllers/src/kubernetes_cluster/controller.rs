@@ -33,7 +33,8 @@ use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::metrics::{ControllerMetrics, Metrics};
+use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{self, DeletionInputs, Inputs};
@@ -334,33 +335,18 @@ impl Context {
 }
 
 async fn reconcile(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let timer = ctx.metrics.reconcile_started();
-    if *ctx.leadership.borrow() != Leadership::Leading {
-        // Standbys keep warm caches and call no provider; becoming leader reconciles everything.
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
-    let mut synced = ctx.synced.clone();
-    if synced.wait_for(|s| *s).await.is_err() {
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
-    let result = reconcile_cluster(&cluster, &ctx).await;
-    let reference = ObjectRef::from_obj(cluster.as_ref());
-    match &result {
-        Ok(action) => {
-            if ctx.backoffs.success(&reference) {
-                tracing::info!(kubernetescluster = %reference, "recovered after quarantine");
-            }
-            timer.finish(if *action == Action::await_change() {
-                ReconcileResult::Success
-            } else {
-                ReconcileResult::RequeueAfter
-            });
-        }
-        Err(_) => timer.finish(ReconcileResult::Error),
-    }
-    result
+    let guard = Guard {
+        metrics: &ctx.metrics,
+        leadership: &ctx.leadership,
+        synced: Some(&ctx.synced),
+        backoffs: &ctx.backoffs,
+    };
+    guarded(
+        ObjectRef::from_obj(cluster.as_ref()),
+        guard,
+        reconcile_cluster(&cluster, &ctx),
+    )
+    .await
 }
 
 async fn reconcile_cluster(cluster: &KubernetesCluster, ctx: &Context) -> Result<Action, Error> {
