@@ -91,6 +91,10 @@ pub struct Faults {
     pub lose_mode: LoseMode,
     /// Deletes of these cluster ids (`*`: every cluster) are refused with `409 DeleteRefused`.
     pub refuse_deletes: BTreeSet<String>,
+    /// Creates ignore the identity and always make a new cluster: a provider that breaks the
+    /// protocol's idempotency rule, so that only the client's own discipline (look up by
+    /// identity before creating) keeps one cluster per identity.
+    pub ignore_idempotency: bool,
 }
 
 /// How an outage shows.
@@ -911,12 +915,13 @@ impl Shared {
         {
             return rejected(e);
         }
+        let ignore_idempotency = lock(&self.faults).ignore_idempotency;
         let mut store = lock(&self.store);
         self.tidy(&mut store, now);
         if let Some(existing) = store
             .clusters
             .values()
-            .find(|r| r.request.identity.key() == key)
+            .find(|r| !ignore_idempotency && r.request.identity.key() == key)
         {
             return json(StatusCode::OK, &self.view(existing, now));
         }

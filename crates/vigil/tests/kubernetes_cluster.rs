@@ -476,6 +476,9 @@ async fn an_outage_is_degraded_with_backoff_then_the_cluster_converges() {
 async fn lost_create_answers_never_make_a_second_cluster() {
     let w = World::start("lost").await;
     let provider = reference(ReferenceConfig::default()).await;
+    // A provider that does not dedupe creates by identity: what keeps one cluster per object
+    // here is Vigil's own lookup by identity before any create.
+    provider.update_faults(|f| f.ignore_idempotency = true);
     let running = w.run(bank(&provider));
     for (name, mode) in [
         ("lost-error", LoseMode::Error),
