@@ -1,0 +1,247 @@
+//! One broker connection: TCP, optionally TLS, optionally SASL/PLAIN, versions negotiated with
+//! `ApiVersions`, requests framed and correlated.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::{Buf as _, BufMut as _, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiVersionsRequest, RequestHeader, ResponseHeader, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWrite, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+
+use crate::{ClientConfig, Error, RequestCounts, Result};
+
+/// Largest response accepted (a describe of thousands of topics stays far below).
+const MAX_FRAME: usize = 256 << 20;
+
+/// TLS to the brokers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TlsConfig {
+    /// PEM CA certificates to trust; none: the system's roots.
+    pub ca_pem: Option<Vec<u8>>,
+}
+
+/// SASL/PLAIN credentials.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct SaslConfig {
+    pub username: String,
+    pub password: String,
+}
+
+impl std::fmt::Debug for SaslConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslConfig")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+pub(crate) struct Conn {
+    stream: Box<dyn Stream>,
+    /// API key → (min, max) version the broker supports.
+    versions: HashMap<i16, (i16, i16)>,
+    correlation: i32,
+}
+
+impl Conn {
+    /// Connects to the first bootstrap server that answers.
+    pub(crate) async fn open(config: &ClientConfig, counts: &RequestCounts) -> Result<Self> {
+        let mut last = String::from("no bootstrap servers");
+        for server in &config.bootstrap {
+            match tokio::time::timeout(config.timeout, Self::open_one(server, config, counts))
+                .await
+            {
+                Ok(Ok(conn)) => return Ok(conn),
+                Ok(Err(e)) if matches!(e, Error::Auth(_)) => return Err(e),
+                Ok(Err(e)) => last = format!("{server}: {e}"),
+                Err(_) => last = format!("{server}: timed out"),
+            }
+        }
+        Err(Error::Unreachable(last))
+    }
+
+    async fn open_one(server: &str, config: &ClientConfig, counts: &RequestCounts) -> Result<Self> {
+        let tcp = TcpStream::connect(server).await?;
+        tcp.set_nodelay(true)?;
+        let stream: Box<dyn Stream> = match &config.tls {
+            None => Box::new(tcp),
+            Some(tls) => Box::new(tls_connect(tcp, server, tls).await?),
+        };
+        let mut conn = Self {
+            stream,
+            versions: HashMap::new(),
+            correlation: 0,
+        };
+        counts.add("ApiVersions");
+        // v3 is what current clients send; every broker since 2.4 answers it.
+        let response = conn
+            .request("ApiVersions", &api_versions_request(), 3)
+            .await?;
+        crate::check(response.error_code, None)?;
+        conn.versions = response
+            .api_keys
+            .iter()
+            .map(|k| (k.api_key, (k.min_version, k.max_version)))
+            .collect();
+        if let Some(sasl) = &config.sasl {
+            conn.authenticate(sasl, counts).await?;
+        }
+        Ok(conn)
+    }
+
+    async fn authenticate(&mut self, sasl: &SaslConfig, counts: &RequestCounts) -> Result<()> {
+        let mut handshake = SaslHandshakeRequest::default();
+        handshake.mechanism = StrBytes::from_static_str("PLAIN");
+        counts.add("SaslHandshake");
+        let response = self.request("SaslHandshake", &handshake, 1).await?;
+        if response.error_code != 0 {
+            let offered: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+            return Err(Error::Auth(format!(
+                "the broker does not accept PLAIN (it offers {})",
+                offered.join(", ")
+            )));
+        }
+        let mut token = BytesMut::new();
+        token.put_u8(0);
+        token.put_slice(sasl.username.as_bytes());
+        token.put_u8(0);
+        token.put_slice(sasl.password.as_bytes());
+        let mut authenticate = SaslAuthenticateRequest::default();
+        authenticate.auth_bytes = token.freeze();
+        counts.add("SaslAuthenticate");
+        let response = self.request("SaslAuthenticate", &authenticate, 2).await?;
+        if response.error_code != 0 {
+            return Err(Error::Auth(
+                response
+                    .error_message
+                    .map(|m| m.to_string())
+                    .unwrap_or_else(|| format!("error code {}", response.error_code)),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The version to speak: the highest that we want, the crate knows and the broker supports.
+    fn version<R: Request>(&self, api: &'static str, wanted: i16) -> Result<i16> {
+        let ours = R::VERSIONS;
+        let version = match self.versions.get(&R::KEY) {
+            // Before ApiVersions answered: the wanted version.
+            None if self.versions.is_empty() => wanted,
+            None => return Err(Error::Unsupported(api)),
+            Some(&(min, max)) => {
+                let v = wanted.min(max).min(ours.max);
+                if v < min || v < ours.min {
+                    return Err(Error::Unsupported(api));
+                }
+                v
+            }
+        };
+        Ok(version)
+    }
+
+    pub(crate) async fn request<R: Request>(
+        &mut self,
+        api: &'static str,
+        request: &R,
+        wanted: i16,
+    ) -> Result<R::Response> {
+        let version = self.version::<R>(api, wanted)?;
+        self.correlation = self.correlation.wrapping_add(1);
+        let correlation = self.correlation;
+        let header = RequestHeader::default()
+            .with_request_api_key(R::KEY)
+            .with_request_api_version(version)
+            .with_correlation_id(correlation)
+            .with_client_id(Some(StrBytes::from_static_str("vigil")));
+        let mut body = BytesMut::new();
+        header
+            .encode(&mut body, R::header_version(version))
+            .map_err(protocol)?;
+        request.encode(&mut body, version).map_err(protocol)?;
+        let len = u32::try_from(body.len()).map_err(|_| Error::Protocol("request too large".into()))?;
+        let mut frame = BytesMut::with_capacity(body.len() + 4);
+        frame.put_u32(len);
+        frame.put_slice(&body);
+        self.stream.write_all(&frame).await?;
+        self.stream.flush().await?;
+
+        let len = self.stream.read_u32().await? as usize;
+        if len > MAX_FRAME {
+            return Err(Error::Protocol(format!("response of {len} bytes")));
+        }
+        let mut buf = vec![0u8; len];
+        self.stream.read_exact(&mut buf).await?;
+        let mut buf = Bytes::from(buf);
+        let header = ResponseHeader::decode(&mut buf, R::Response::header_version(version))
+            .map_err(protocol)?;
+        if header.correlation_id != correlation {
+            return Err(Error::Protocol(format!(
+                "{api}: correlation id {} for request {correlation}",
+                header.correlation_id
+            )));
+        }
+        let response = R::Response::decode(&mut buf, version).map_err(protocol)?;
+        if buf.has_remaining() {
+            tracing::trace!(api, left = buf.remaining(), "response bytes left undecoded");
+        }
+        Ok(response)
+    }
+}
+
+fn protocol(e: impl std::fmt::Display) -> Error {
+    Error::Protocol(e.to_string())
+}
+
+fn api_versions_request() -> ApiVersionsRequest {
+    let mut request = ApiVersionsRequest::default();
+    request.client_software_name = StrBytes::from_static_str("vigil");
+    request.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
+    request
+}
+
+async fn tls_connect(
+    tcp: TcpStream,
+    server: &str,
+    tls: &TlsConfig,
+) -> Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    match &tls.ca_pem {
+        Some(pem) => {
+            use rustls::pki_types::pem::PemObject as _;
+            for cert in CertificateDer::pem_slice_iter(pem) {
+                let cert = cert.map_err(|e| Error::Protocol(format!("CA certificate: {e}")))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| Error::Protocol(format!("CA certificate: {e}")))?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                // A system certificate rustls cannot parse is skipped, as browsers do.
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Protocol(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let host = server.rsplit_once(':').map_or(server, |(h, _)| h);
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(host.to_owned())
+        .map_err(|e| Error::Protocol(format!("server name {host:?}: {e}")))?;
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await?)
+}
