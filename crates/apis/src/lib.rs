@@ -4,11 +4,13 @@
 
 pub mod configmap_sync;
 pub mod critical_service;
+pub mod kafka_topic;
 pub mod kubernetes_cluster;
 pub mod status_backup_policy;
 
 pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};
 pub use critical_service::{CriticalService, CriticalServiceSpec, CriticalServiceStatus};
+pub use kafka_topic::{Topic, TopicSpec, TopicStatus};
 pub use kubernetes_cluster::{KubernetesCluster, KubernetesClusterSpec, KubernetesClusterStatus};
 pub use status_backup_policy::{
     StatusBackupPolicy, StatusBackupPolicySpec, StatusBackupPolicyStatus,

@@ -3,6 +3,7 @@
 
 pub mod configmap_sync;
 pub mod critical_service;
+pub mod kafka_topic;
 pub mod kubernetes_cluster;
 pub mod permissions;
 pub mod status_vault;

@@ -56,8 +56,7 @@ impl Conn {
     pub(crate) async fn open(config: &ClientConfig, counts: &RequestCounts) -> Result<Self> {
         let mut last = String::from("no bootstrap servers");
         for server in &config.bootstrap {
-            match tokio::time::timeout(config.timeout, Self::open_one(server, config, counts))
-                .await
+            match tokio::time::timeout(config.timeout, Self::open_one(server, config, counts)).await
             {
                 Ok(Ok(conn)) => return Ok(conn),
                 Ok(Err(e)) if matches!(e, Error::Auth(_)) => return Err(e),
@@ -166,7 +165,8 @@ impl Conn {
             .encode(&mut body, R::header_version(version))
             .map_err(protocol)?;
         request.encode(&mut body, version).map_err(protocol)?;
-        let len = u32::try_from(body.len()).map_err(|_| Error::Protocol("request too large".into()))?;
+        let len =
+            u32::try_from(body.len()).map_err(|_| Error::Protocol("request too large".into()))?;
         let mut frame = BytesMut::with_capacity(body.len() + 4);
         frame.put_u32(len);
         frame.put_slice(&body);

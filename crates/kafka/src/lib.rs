@@ -153,15 +153,37 @@ pub enum ConfigChange {
     Delete(String),
 }
 
+/// A callback told of every request (by API name), e.g. to count it in a metric.
+pub type RequestHook = Box<dyn Fn(&'static str) + Send + Sync>;
+
 /// Requests sent, by API name.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct RequestCounts {
     counts: std::sync::Mutex<BTreeMap<&'static str, u64>>,
     total: AtomicU64,
+    hook: std::sync::OnceLock<RequestHook>,
+}
+
+impl std::fmt::Debug for RequestCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestCounts")
+            .field("total", &self.total())
+            .finish()
+    }
 }
 
 impl RequestCounts {
+    /// Counts that also tell `hook` of each request.
+    pub fn with_hook(hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
+        let counts = Self::default();
+        let _ = counts.hook.set(Box::new(hook));
+        counts
+    }
+
     fn add(&self, api: &'static str) {
+        if let Some(hook) = self.hook.get() {
+            hook(api);
+        }
         self.total.fetch_add(1, Ordering::Relaxed);
         *self
             .counts
@@ -243,12 +265,9 @@ impl Admin {
             return Err(Error::Unreachable("no connection".into()));
         };
         self.counts.add(api);
-        let result = tokio::time::timeout(
-            self.config.timeout,
-            conn.request(api, request, wanted),
-        )
-        .await
-        .unwrap_or_else(|_| Err(Error::Protocol(format!("{api} timed out"))));
+        let result = tokio::time::timeout(self.config.timeout, conn.request(api, request, wanted))
+            .await
+            .unwrap_or_else(|_| Err(Error::Protocol(format!("{api} timed out"))));
         if let Err(e) = &result
             && !matches!(e, Error::Broker { .. } | Error::Unsupported(_))
         {
@@ -289,7 +308,10 @@ impl Admin {
         self.metadata(request).await
     }
 
-    async fn metadata(&self, request: MetadataRequest) -> Result<BTreeMap<String, TopicDescription>> {
+    async fn metadata(
+        &self,
+        request: MetadataRequest,
+    ) -> Result<BTreeMap<String, TopicDescription>> {
         let response = self.call("Metadata", &request, 12).await?;
         let mut out = BTreeMap::new();
         for topic in response.topics {

@@ -9,7 +9,9 @@ fn broker() -> Option<Admin> {
     match std::env::var("VIGIL_TEST_KAFKA_BOOTSTRAP") {
         Ok(b) if !b.is_empty() => Some(Admin::new(ClientConfig::plaintext(b))),
         _ => {
-            eprintln!("note: VIGIL_TEST_KAFKA_BOOTSTRAP not set; skipping (run .ci/kafka-broker start)");
+            eprintln!(
+                "note: VIGIL_TEST_KAFKA_BOOTSTRAP not set; skipping (run .ci/kafka-broker start)"
+            );
             None
         }
     }
@@ -21,16 +23,32 @@ async fn topic_lifecycle() {
     let name = format!("vigil-client-{}", std::process::id());
     let _ = admin.delete_topic(&name).await;
     let configs = BTreeMap::from([("retention.ms".to_owned(), "3600000".to_owned())]);
-    let id = admin.create_topic(&name, 2, 1, &configs).await.expect("create");
-    let again = admin.create_topic(&name, 2, 1, &configs).await.expect_err("exists");
-    assert_eq!(again.code(), Some(vigil_kafka::TOPIC_ALREADY_EXISTS), "{again}");
+    let id = admin
+        .create_topic(&name, 2, 1, &configs)
+        .await
+        .expect("create");
+    let again = admin
+        .create_topic(&name, 2, 1, &configs)
+        .await
+        .expect_err("exists");
+    assert_eq!(
+        again.code(),
+        Some(vigil_kafka::TOPIC_ALREADY_EXISTS),
+        "{again}"
+    );
 
-    let topics = admin.describe_topics(&[name.clone()]).await.expect("describe");
+    let topics = admin
+        .describe_topics(&[name.clone()])
+        .await
+        .expect("describe");
     let topic = &topics[&name];
     assert_eq!((topic.partitions, topic.replication_factor), (2, 1));
     assert_eq!(topic.id, id);
 
-    let described = admin.describe_configs(&[name.clone()]).await.expect("configs");
+    let described = admin
+        .describe_configs(&[name.clone()])
+        .await
+        .expect("configs");
     let retention = &described[&name]["retention.ms"];
     assert_eq!(retention.value.as_deref(), Some("3600000"));
 
@@ -44,7 +62,10 @@ async fn topic_lifecycle() {
         )
         .await
         .expect("alter");
-    let described = admin.describe_configs(&[name.clone()]).await.expect("configs");
+    let described = admin
+        .describe_configs(&[name.clone()])
+        .await
+        .expect("configs");
     let configs = &described[&name];
     assert_eq!(
         configs["cleanup.policy"].value.as_deref(),
@@ -60,7 +81,10 @@ async fn topic_lifecycle() {
 
     match admin.create_partitions(&name, 3).await {
         Ok(()) => {
-            let topics = admin.describe_topics(&[name.clone()]).await.expect("describe");
+            let topics = admin
+                .describe_topics(&[name.clone()])
+                .await
+                .expect("describe");
             assert_eq!(topics[&name].partitions, 3);
         }
         Err(vigil_kafka::Error::Unsupported(api)) => {
@@ -70,8 +94,14 @@ async fn topic_lifecycle() {
     }
 
     admin.delete_topic(&name).await.expect("delete");
-    admin.delete_topic(&name).await.expect("deleting again is fine");
-    let topics = admin.describe_topics(&[name.clone()]).await.expect("describe");
+    admin
+        .delete_topic(&name)
+        .await
+        .expect("deleting again is fine");
+    let topics = admin
+        .describe_topics(&[name.clone()])
+        .await
+        .expect("describe");
     assert!(topics.is_empty(), "{topics:?}");
     assert!(admin.requests().total() >= 10);
 }

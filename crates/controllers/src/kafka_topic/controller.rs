@@ -1,0 +1,832 @@
+//! The running KafkaTopic controller: a cache of Topics, one admin client per cluster, the
+//! finalizer, the apply step that turns a [`Plan`] into broker writes and a status, and the drift
+//! poll that notices changes made in Kafka behind Vigil's back.
+//!
+//! Broker traffic: a reconcile (on a Topic change, or when the drift poll flags the topic) reads
+//! the topic with one `Metadata` and one `DescribeConfigs` request and writes only what differs.
+//! The drift poll sends, per cluster and per `drift_interval`, one `Metadata` and one
+//! `DescribeConfigs` for all of that cluster's topics together — whatever their number — and
+//! reconciles only the topics that changed. Nothing else reaches the broker.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::{Client, Resource as _, ResourceExt as _};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use tokio::sync::{mpsc, watch};
+use vigil_apis::kafka_topic::{ClusterRef, Topic, TopicStatus};
+use vigil_kafka::{Admin, ClientConfig, RequestCounts, SaslConfig, TlsConfig};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::cache::{lean_cache, watch_all};
+use vigil_runtime::conditions;
+use vigil_runtime::events;
+use vigil_runtime::index::Index;
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::shared::SharedWatches;
+
+use super::decide::{self, BrokerOp, EventNote, FINALIZER, Observed, TopicView, decide};
+
+/// Name of the controller in metrics, logs and Events.
+pub const NAME: &str = "kafkatopic";
+/// Field manager of every write.
+pub const FIELD_MANAGER: &str = "vigil-kafkatopic";
+/// Topics reconciled at once.
+const RECONCILE_CONCURRENCY: u16 = 8;
+
+/// What this controller's code does with the API (kept in step with the calls below).
+pub const PERMISSIONS: &[crate::permissions::Permission] = &[
+    // Watched through a reflector; patched to add and remove the finalizer.
+    crate::permissions::Permission {
+        group: "kafka.vigil.dev",
+        resources: &["topics"],
+        verbs: &["list", "watch", "patch"],
+    },
+    crate::permissions::Permission {
+        group: "kafka.vigil.dev",
+        resources: &["topics/status"],
+        verbs: &["patch"],
+    },
+    // The TLS CA and SASL credentials a Topic names, read from its own namespace.
+    crate::permissions::Permission {
+        group: "",
+        resources: &["secrets"],
+        verbs: &["get"],
+    },
+    // kube-runtime's Recorder creates events and patches them when they repeat.
+    crate::permissions::Permission {
+        group: "events.k8s.io",
+        resources: &["events"],
+        verbs: &["create", "patch"],
+    },
+];
+
+/// How the controller talks to brokers.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Interval of the drift poll; zero turns it off (then nothing reaches a broker in steady
+    /// state, and changes made in Kafka are noticed at the next change of the Topic).
+    pub drift_interval: Duration,
+    /// Longest wait between retries of a failing Topic (an unreachable broker, a refusal).
+    pub retry_max: Duration,
+    /// Bound on connecting to a broker and on each request.
+    pub broker_timeout: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            drift_interval: Duration::from_secs(60),
+            retry_max: Duration::from_secs(60),
+            broker_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API request failed: {0}")]
+    Api(#[from] kube::Error),
+    #[error("{0}")]
+    Broker(String),
+    #[error("{0}")]
+    Credentials(String),
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabel {
+    api: &'static str,
+}
+
+/// One admin client per cluster and credentials, shared by every Topic that names them.
+#[derive(Default)]
+struct Admins {
+    clients: Mutex<HashMap<ClientConfig, Arc<Admin>>>,
+    /// The configuration last built for a Topic namespace and cluster reference (what the drift
+    /// poll uses, without reading Secrets).
+    configs: Mutex<HashMap<(String, ClusterRef), ClientConfig>>,
+}
+
+impl Admins {
+    fn get(&self, config: ClientConfig, counts: &Arc<RequestCounts>) -> Arc<Admin> {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients
+            .entry(config.clone())
+            .or_insert_with(|| Arc::new(Admin::with_counts(config, counts.clone())))
+            .clone()
+    }
+
+    fn remember(&self, namespace: &str, cluster: &ClusterRef, config: &ClientConfig) {
+        self.configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((namespace.to_owned(), cluster.clone()), config.clone());
+    }
+
+    fn known(&self, namespace: &str, cluster: &ClusterRef) -> Option<ClientConfig> {
+        self.configs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&(namespace.to_owned(), cluster.clone()))
+            .cloned()
+    }
+}
+
+/// Shared by reconciles.
+struct Context {
+    client: Client,
+    settings: Settings,
+    leadership: watch::Receiver<Leadership>,
+    backoffs: Backoffs<ObjectRef<Topic>>,
+    metrics: ControllerMetrics,
+    recorder: Recorder,
+    admins: Admins,
+    /// Every broker request, by API (`vigil_kafka_broker_requests_total{api}`).
+    requests: Arc<RequestCounts>,
+    /// `vigil_kafka_topic_drift_total`: changes made in Kafka outside Vigil, found and reverted.
+    drift: Counter,
+}
+
+/// Runs the controller until `shutdown` resolves. `ready` is set once the Topic cache synced.
+pub async fn run(
+    client: Client,
+    watches: SharedWatches,
+    settings: Settings,
+    leadership: watch::Receiver<Leadership>,
+    registry: Arc<Metrics>,
+    ready: impl Fn(bool) + Send + Sync + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) {
+    let metrics = registry.controller(NAME);
+    let request_family = Family::<ApiLabel, Counter>::default();
+    registry.register(
+        "vigil_kafka_broker_requests",
+        "Requests sent to Kafka brokers by API (Metadata, CreateTopics, …)",
+        request_family.clone(),
+    );
+    let drift = Counter::default();
+    registry.register(
+        "vigil_kafka_topic_drift",
+        "Topics found changed in Kafka outside Vigil (and restored)",
+        drift.clone(),
+    );
+    let requests = Arc::new(RequestCounts::with_hook(move |api| {
+        request_family.get_or_create(&ApiLabel { api }).inc();
+    }));
+    let (topics, writer) = reflector::store();
+    let topic_stream = lean_cache(
+        writer,
+        Index::new(|_: &Topic| Vec::new()),
+        watch_all::<Topic>(&watches),
+        slim_topic,
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        backoffs: Backoffs::new(BackoffPolicy {
+            base: Duration::from_millis(100),
+            max: settings.retry_max,
+            quarantine_after: 30,
+            quarantine_interval: settings.retry_max,
+            ..BackoffPolicy::default()
+        }),
+        settings,
+        leadership: leadership.clone(),
+        metrics,
+        recorder: Recorder::new(
+            client,
+            Reporter {
+                controller: "vigil".into(),
+                instance: std::env::var("POD_NAME").ok(),
+            },
+        ),
+        admins: Admins::default(),
+        requests,
+        drift,
+    });
+
+    let ready_store = topics.clone();
+    let (synced_tx, synced) = watch::channel(false);
+    tokio::spawn(async move {
+        let ok = ready_store.wait_until_ready().await.is_ok();
+        let _ = synced_tx.send(ok);
+        ready(ok);
+    });
+
+    let (drift_tx, drift_rx) = mpsc::channel::<ObjectRef<Topic>>(1024);
+    if !ctx.settings.drift_interval.is_zero() {
+        tokio::spawn(poll_drift(ctx.clone(), topics.clone(), synced, drift_tx));
+    }
+    let drifted = futures::stream::unfold(drift_rx, |mut rx| async move {
+        rx.recv().await.map(|r| (r, rx))
+    });
+    let on_leadership = futures::stream::unfold(leadership, |mut rx| async move {
+        rx.changed().await.ok()?;
+        Some(((), rx))
+    });
+    Controller::for_stream(topic_stream, topics)
+        .with_config(
+            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
+        )
+        .reconcile_on(drifted)
+        .reconcile_all_on(on_leadership)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
+        .await;
+}
+
+/// What the cache keeps of a Topic: everything but managed fields.
+fn slim_topic(topic: &mut Topic) {
+    topic.metadata.managed_fields = None;
+}
+
+fn view(topic: &Topic) -> (TopicView<'_>, &TopicStatus) {
+    static EMPTY: std::sync::OnceLock<TopicStatus> = std::sync::OnceLock::new();
+    let status = topic
+        .status
+        .as_ref()
+        .unwrap_or_else(|| EMPTY.get_or_init(TopicStatus::default));
+    (
+        TopicView {
+            name: topic.metadata.name.as_deref().unwrap_or_default(),
+            generation: topic.metadata.generation,
+            spec: &topic.spec,
+            status,
+            deleting: topic.metadata.deletion_timestamp.is_some(),
+            retain: topic.retain_on_delete(),
+        },
+        status,
+    )
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let timer = ctx.metrics.reconcile_started();
+    if *ctx.leadership.borrow() != Leadership::Leading {
+        // Standbys keep a warm cache and touch nothing; becoming leader reconciles everything.
+        timer.finish(ReconcileResult::Success);
+        return Ok(Action::await_change());
+    }
+    let result = with_finalizer(&topic, &ctx).await;
+    let reference = ObjectRef::from_obj(topic.as_ref());
+    match &result {
+        Ok(action) => {
+            if ctx.backoffs.success(&reference) {
+                tracing::info!(topic = %reference, "recovered after quarantine");
+            }
+            timer.finish(if *action == Action::await_change() {
+                ReconcileResult::Success
+            } else {
+                ReconcileResult::RequeueAfter
+            });
+        }
+        Err(_) => timer.finish(ReconcileResult::Error),
+    }
+    result
+}
+
+async fn set_finalizers(
+    ctx: &Context,
+    topic: &Topic,
+    finalizers: Vec<String>,
+) -> Result<(), Error> {
+    let api: Api<Topic> =
+        Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": topic.metadata.resource_version,
+    }});
+    match api
+        .patch(
+            &topic.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Changed meanwhile (409) or gone (404): the watch brings the next pass.
+        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The finalizer comes first (the update brings the next pass), so that no topic is ever created
+/// for an object that could vanish without Vigil seeing it go.
+async fn with_finalizer(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
+    let has = topic.finalizers().iter().any(|f| f == FINALIZER);
+    let deleting = topic.metadata.deletion_timestamp.is_some();
+    match (has, deleting) {
+        (false, false) => {
+            let mut finalizers = topic.finalizers().to_vec();
+            finalizers.push(FINALIZER.to_owned());
+            set_finalizers(ctx, topic, finalizers).await?;
+            Ok(Action::await_change())
+        }
+        (false, true) => Ok(Action::await_change()),
+        (true, _) => apply_topic(topic, ctx).await,
+    }
+}
+
+/// The client configuration of a Topic's cluster, with credentials read from Secrets in its
+/// namespace.
+async fn client_config(ctx: &Context, topic: &Topic) -> Result<ClientConfig, String> {
+    let namespace = topic.namespace().unwrap_or_default();
+    let cluster = &topic.spec.cluster;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let read = |name: String, key: String| {
+        let secrets = secrets.clone();
+        let namespace = namespace.clone();
+        async move {
+            let secret = secrets
+                .get_opt(&name)
+                .await
+                .map_err(|e| format!("reading Secret {name}: {e}"))?
+                .ok_or_else(|| format!("Secret {name} not found in namespace {namespace}"))?;
+            secret
+                .data
+                .and_then(|mut d| d.remove(&key))
+                .map(|b| b.0)
+                .ok_or_else(|| format!("Secret {name} has no key {key:?}"))
+        }
+    };
+    let tls = match &cluster.tls {
+        None => None,
+        Some(tls) => Some(TlsConfig {
+            ca_pem: match &tls.ca_secret {
+                None => None,
+                Some(r) => Some(
+                    read(
+                        r.name.clone(),
+                        r.key.clone().unwrap_or_else(|| "ca.crt".into()),
+                    )
+                    .await?,
+                ),
+            },
+        }),
+    };
+    let sasl = match &cluster.sasl {
+        None => None,
+        Some(sasl) => {
+            let text = |bytes: Vec<u8>, key: &str| {
+                String::from_utf8(bytes)
+                    .map_err(|_| format!("Secret {}: {key} is not UTF-8", sasl.secret_name))
+            };
+            Some(SaslConfig {
+                username: text(
+                    read(sasl.secret_name.clone(), "username".into()).await?,
+                    "username",
+                )?,
+                password: text(
+                    read(sasl.secret_name.clone(), "password".into()).await?,
+                    "password",
+                )?,
+            })
+        }
+    };
+    let config = ClientConfig {
+        bootstrap: cluster.bootstrap_servers.clone(),
+        tls,
+        sasl,
+        timeout: ctx.settings.broker_timeout,
+    };
+    ctx.admins
+        .remember(&topic.namespace().unwrap_or_default(), cluster, &config);
+    Ok(config)
+}
+
+/// The broker's view of one topic: its description, and its configs if it exists.
+async fn observe(admin: &Admin, name: &str) -> vigil_kafka::Result<Observed> {
+    let names = [name.to_owned()];
+    let topic = admin.describe_topics(&names).await?.remove(name);
+    let config = match &topic {
+        Some(_) => admin
+            .describe_configs(&names)
+            .await?
+            .remove(name)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.value))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    Ok(Observed { topic, config })
+}
+
+fn broker_reason(error: &vigil_kafka::Error) -> &'static str {
+    if error.is_connection() {
+        decide::REASON_BROKER_UNREACHABLE
+    } else {
+        decide::REASON_BROKER_REFUSED
+    }
+}
+
+/// Reports a failure in status (and, when that is news, as a Warning Event) and fails the
+/// reconcile, which retries with backoff.
+async fn fail(
+    ctx: &Context,
+    topic: &Topic,
+    mut status: TopicStatus,
+    reason: &'static str,
+    message: String,
+) -> Result<Action, Error> {
+    let deleting = topic.metadata.deletion_timestamp.is_some();
+    decide::mark_failure(
+        &mut status,
+        topic.metadata.generation,
+        deleting,
+        reason,
+        &message,
+        &now(),
+    );
+    if topic.status.as_ref() != Some(&status) {
+        let news = topic
+            .status
+            .as_ref()
+            .and_then(|s| conditions::find(&s.conditions, decide::DEGRADED))
+            .is_none_or(|c| c.reason != reason || c.status != "True");
+        patch_status(ctx, topic, &status).await?;
+        if news {
+            publish(
+                ctx,
+                topic,
+                &[EventNote {
+                    warning: true,
+                    reason: reason.into(),
+                    note: message.clone(),
+                }],
+            )
+            .await;
+        }
+    }
+    Err(match reason {
+        decide::REASON_CREDENTIALS => Error::Credentials(message),
+        _ => Error::Broker(message),
+    })
+}
+
+async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
+    let (this, status) = view(topic);
+    if this.deleting && this.retain {
+        let plan = decide(&this, &Observed::default(), &now());
+        publish(ctx, topic, &plan.events).await;
+        return finish_deletion(ctx, topic).await;
+    }
+    let config = match client_config(ctx, topic).await {
+        Ok(c) => c,
+        Err(message) => {
+            return fail(
+                ctx,
+                topic,
+                status.clone(),
+                decide::REASON_CREDENTIALS,
+                message,
+            )
+            .await;
+        }
+    };
+    let admin = ctx.admins.get(config, &ctx.requests);
+    let name = this.managed_name();
+    let observed = match observe(&admin, &name).await {
+        Ok(o) => o,
+        Err(e) => {
+            return fail(ctx, topic, status.clone(), broker_reason(&e), e.to_string()).await;
+        }
+    };
+    let plan = decide(&this, &observed, &now());
+    if plan.drift {
+        ctx.drift.inc();
+    }
+    if plan.mark_creating {
+        // Recorded before the create goes out: after a crash, the topic is known to be ours.
+        patch_status(ctx, topic, &plan.status).await?;
+    }
+    let mut events = plan.events.clone();
+    let mut failure = None;
+    for op in &plan.ops {
+        match execute(&admin, op).await {
+            Ok(done) => {
+                if let Some(note) = done {
+                    events.push(note);
+                }
+            }
+            Err(e) => {
+                failure = Some((broker_reason(&e), format!("{}: {e}", op_name(op))));
+                break;
+            }
+        }
+    }
+    let (mut final_plan, requeue) = if plan.ops.is_empty() || failure.is_some() {
+        (plan.clone(), false)
+    } else {
+        // Observe again: the status records what Kafka holds now, not what was asked.
+        let after = match observe(&admin, &name).await {
+            Ok(o) => o,
+            Err(e) => {
+                return fail(ctx, topic, plan.status, broker_reason(&e), e.to_string()).await;
+            }
+        };
+        let settled = TopicView {
+            status: &plan.status,
+            ..this.clone()
+        };
+        let again = decide(&settled, &after, &now());
+        let pending = !again.ops.is_empty();
+        events.extend(again.events.iter().cloned());
+        (again, pending)
+    };
+    if let Some((reason, message)) = &failure {
+        decide::mark_failure(
+            &mut final_plan.status,
+            topic.metadata.generation,
+            this.deleting,
+            reason,
+            message,
+            &now(),
+        );
+        events.push(EventNote {
+            warning: true,
+            reason: (*reason).into(),
+            note: message.clone(),
+        });
+    }
+    publish(ctx, topic, &events).await;
+    if this.deleting && final_plan.remove_finalizer && failure.is_none() {
+        return finish_deletion(ctx, topic).await;
+    }
+    if topic.status.as_ref() != Some(&final_plan.status) {
+        patch_status(ctx, topic, &final_plan.status).await?;
+    }
+    if let Some((_, message)) = failure {
+        return Err(Error::Broker(message));
+    }
+    if requeue {
+        // Kafka applies some changes asynchronously (a delete, new partitions): look again soon.
+        return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    Ok(Action::await_change())
+}
+
+/// The topic is gone from Kafka (or retained): the finalizer goes.
+async fn finish_deletion(ctx: &Context, topic: &Topic) -> Result<Action, Error> {
+    let rest: Vec<String> = topic
+        .finalizers()
+        .iter()
+        .filter(|f| *f != FINALIZER)
+        .cloned()
+        .collect();
+    set_finalizers(ctx, topic, rest).await?;
+    ctx.backoffs.forget(&ObjectRef::from_obj(topic));
+    Ok(Action::await_change())
+}
+
+fn op_name(op: &BrokerOp) -> String {
+    match op {
+        BrokerOp::Create { name, .. } => format!("creating topic {name}"),
+        BrokerOp::AddPartitions { name, count } => {
+            format!("raising the partitions of topic {name} to {count}")
+        }
+        BrokerOp::AlterConfig { name, .. } => format!("altering the config of topic {name}"),
+        BrokerOp::Delete { name } => format!("deleting topic {name}"),
+    }
+}
+
+/// Runs one broker write; says what it did, as a Normal Event.
+async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<EventNote>> {
+    let normal = |reason: &str, note: String| {
+        Some(EventNote {
+            warning: false,
+            reason: reason.into(),
+            note,
+        })
+    };
+    match op {
+        BrokerOp::Create {
+            name,
+            partitions,
+            replication_factor,
+            config,
+        } => match admin
+            .create_topic(name, *partitions, *replication_factor, config)
+            .await
+        {
+            Ok(id) => Ok(normal(
+                decide::EVENT_CREATED,
+                format!("created topic {name} (id {id}) with {partitions} partitions"),
+            )),
+            // Created by an earlier attempt whose answer was lost: the next look decides.
+            Err(e) if e.code() == Some(vigil_kafka::TOPIC_ALREADY_EXISTS) => Ok(None),
+            Err(e) => Err(e),
+        },
+        BrokerOp::AddPartitions { name, count } => {
+            admin.create_partitions(name, *count).await?;
+            Ok(normal(
+                decide::EVENT_UPDATED,
+                format!("raised the partitions of topic {name} to {count}"),
+            ))
+        }
+        BrokerOp::AlterConfig { name, changes } => {
+            admin.alter_configs(name, changes).await?;
+            let list: Vec<String> = changes
+                .iter()
+                .map(|c| match c {
+                    vigil_kafka::ConfigChange::Set(k, v) => format!("{k}={v}"),
+                    vigil_kafka::ConfigChange::Delete(k) => format!("{k} (default)"),
+                })
+                .collect();
+            Ok(normal(
+                decide::EVENT_UPDATED,
+                format!("set config of topic {name}: {}", list.join(", ")),
+            ))
+        }
+        BrokerOp::Delete { name } => {
+            admin.delete_topic(name).await?;
+            Ok(normal(
+                decide::EVENT_DELETED,
+                format!("deleted topic {name} from Kafka"),
+            ))
+        }
+    }
+}
+
+async fn patch_status(ctx: &Context, topic: &Topic, status: &TopicStatus) -> Result<(), Error> {
+    let api: Api<Topic> =
+        Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
+    let patch = status_patch(topic.status.as_ref(), status);
+    match api
+        .patch_status(
+            &topic.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone: nothing to report on.
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The merge patch from `old` to `new`: a merge patch leaves out what serializes as absent, so
+/// cleared fields and config keys are sent as `null` explicitly, and lists whole.
+fn status_patch(old: Option<&TopicStatus>, new: &TopicStatus) -> serde_json::Value {
+    let mut patch = serde_json::json!({ "status": new });
+    let body = &mut patch["status"];
+    for field in [
+        "observedGeneration",
+        "topicId",
+        "creating",
+        "partitions",
+        "replicationFactor",
+        "topicName",
+    ] {
+        if body.get(field).is_none() {
+            body[field] = serde_json::Value::Null;
+        }
+    }
+    body["conditions"] = serde_json::json!(new.conditions);
+    let mut config = serde_json::json!(new.config);
+    for key in old.iter().flat_map(|o| o.config.keys()) {
+        if !new.config.contains_key(key) {
+            config[key] = serde_json::Value::Null;
+        }
+    }
+    body["config"] = config;
+    patch
+}
+
+async fn publish(ctx: &Context, topic: &Topic, notes: &[EventNote]) {
+    let reference = topic.object_ref(&());
+    for note in notes {
+        let event = events::event(note.warning, &note.reason, &note.note, "Reconcile");
+        events::record(&ctx.recorder, &event, &reference).await;
+    }
+}
+
+/// Every `drift_interval`, per cluster: one `Metadata` and one `DescribeConfigs` request for all
+/// the Topics on it that Vigil manages; a topic that no longer matches its recorded status is
+/// reconciled (which restores it and reports the drift).
+async fn poll_drift(
+    ctx: Arc<Context>,
+    topics: Store<Topic>,
+    mut synced: watch::Receiver<bool>,
+    drifted: mpsc::Sender<ObjectRef<Topic>>,
+) {
+    if synced.wait_for(|s| *s).await.is_err() {
+        return;
+    }
+    let mut tick = tokio::time::interval(ctx.settings.drift_interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if *ctx.leadership.borrow() != Leadership::Leading {
+            continue;
+        }
+        let mut groups: HashMap<ClientConfig, Vec<Arc<Topic>>> = HashMap::new();
+        for topic in topics.state() {
+            let managed = topic.metadata.deletion_timestamp.is_none()
+                && topic.status.as_ref().is_some_and(|s| s.topic_id.is_some());
+            if !managed {
+                continue;
+            }
+            let namespace = topic.namespace().unwrap_or_default();
+            if let Some(config) = ctx.admins.known(&namespace, &topic.spec.cluster) {
+                groups.entry(config).or_default().push(topic);
+            }
+        }
+        for (config, members) in groups {
+            let admin = ctx.admins.get(config, &ctx.requests);
+            let names: Vec<String> = members
+                .iter()
+                .filter_map(|t| t.status.as_ref().and_then(|s| s.topic_name.clone()))
+                .collect();
+            let described = match admin.describe_topics(&names).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::debug!(error = %e, "drift poll: describing topics failed");
+                    continue;
+                }
+            };
+            let existing: Vec<String> = described.keys().cloned().collect();
+            let mut configs = match admin.describe_configs(&existing).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(error = %e, "drift poll: describing configs failed");
+                    continue;
+                }
+            };
+            for topic in members {
+                let Some(status) = &topic.status else {
+                    continue;
+                };
+                let name = status.topic_name.clone().unwrap_or_default();
+                let observed = Observed {
+                    topic: described.get(&name).cloned(),
+                    config: configs
+                        .remove(&name)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .map(|(k, v)| (k, v.value))
+                        .collect(),
+                };
+                if decide::drifted(status, &observed) {
+                    tracing::info!(topic = %name, "changed in Kafka outside Vigil");
+                    let _ = drifted.send(ObjectRef::from_obj(topic.as_ref())).await;
+                }
+            }
+        }
+    }
+}
+
+/// Failures retry with per-Topic exponential backoff (capped at `retry_max`); one that keeps
+/// failing is quarantined (retried every `retry_max`) and reported once.
+fn error_policy(topic: Arc<Topic>, error: &Error, ctx: Arc<Context>) -> Action {
+    let failed = ctx.backoffs.reconcile_failed(
+        &ObjectRef::from_obj(topic.as_ref()),
+        &format!(
+            "topic/{}/{}",
+            topic.namespace().unwrap_or_default(),
+            topic.name_any()
+        ),
+        error,
+        &ctx.metrics,
+    );
+    if let Some(message) = failed.quarantine {
+        tokio::spawn(report_quarantine(topic.clone(), ctx.clone(), message));
+    }
+    Action::requeue(failed.retry_after)
+}
+
+async fn report_quarantine(topic: Arc<Topic>, ctx: Arc<Context>, message: String) {
+    let mut status = topic.status.clone().unwrap_or_default();
+    if conditions::set_reconcile_failing(
+        &mut status.conditions,
+        &message,
+        topic.metadata.generation,
+    ) && let Err(e) = patch_status(&ctx, &topic, &status).await
+    {
+        tracing::debug!(error = %e, "could not report the quarantine in status");
+    }
+    let note = EventNote {
+        warning: true,
+        reason: conditions::REASON_RECONCILE_FAILING.into(),
+        note: message,
+    };
+    publish(&ctx, &topic, &[note]).await;
+}

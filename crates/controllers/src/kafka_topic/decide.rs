@@ -1,0 +1,890 @@
+//! The pure half of the KafkaTopic controller: from a Topic and what the broker says about its
+//! topic, the broker writes that bring Kafka to the declared state, the status to record, and
+//! the Events to emit. No I/O.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use vigil_apis::kafka_topic::{TopicSpec, TopicStatus};
+use vigil_kafka::{ConfigChange, TopicDescription};
+use vigil_runtime::conditions::{self, NewCondition, Status};
+
+/// Held while the topic may exist in Kafka; added before Vigil creates anything.
+pub const FINALIZER: &str = "kafka.vigil.dev/topic";
+
+pub const READY: &str = "Ready";
+pub const DEGRADED: &str = "Degraded";
+pub const DELETING: &str = "Deleting";
+
+pub const REASON_READY: &str = "TopicReady";
+pub const REASON_AS_DECLARED: &str = "AsDeclared";
+pub const REASON_CREATING: &str = "Creating";
+pub const REASON_UPDATING: &str = "Updating";
+pub const REASON_PARTITION_DECREASE: &str = "PartitionDecreaseRefused";
+pub const REASON_REPLICATION_CHANGE: &str = "ReplicationFactorChangeRefused";
+pub const REASON_NOT_OWNED: &str = "TopicNotOwned";
+pub const REASON_NAME_IMMUTABLE: &str = "TopicNameImmutable";
+pub const REASON_BROKER_UNREACHABLE: &str = "BrokerUnreachable";
+pub const REASON_BROKER_REFUSED: &str = "BrokerRefused";
+pub const REASON_CREDENTIALS: &str = "CredentialsUnavailable";
+pub const REASON_DELETING_TOPIC: &str = "DeletingTopic";
+
+/// Event reasons (beyond the condition reasons, which double as Warning Event reasons).
+pub const EVENT_CREATED: &str = "TopicCreated";
+pub const EVENT_UPDATED: &str = "TopicUpdated";
+pub const EVENT_DRIFT: &str = "DriftReverted";
+pub const EVENT_RECREATED: &str = "TopicRecreated";
+pub const EVENT_ADOPTED: &str = "TopicAdopted";
+pub const EVENT_DELETED: &str = "TopicDeleted";
+pub const EVENT_RETAINED: &str = "TopicRetained";
+pub const EVENT_LEFT: &str = "TopicLeftInKafka";
+
+/// The Topic object, as decisions read it.
+#[derive(Debug, Clone)]
+pub struct TopicView<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    pub generation: Option<i64>,
+    pub spec: &'a TopicSpec,
+    pub status: &'a TopicStatus,
+    pub deleting: bool,
+    /// `deletionPolicy: Retain` or the retain annotation.
+    pub retain: bool,
+}
+
+impl TopicView<'_> {
+    /// The Kafka topic this object manages: the one recorded at creation, else the declared one.
+    pub fn managed_name(&self) -> String {
+        self.status
+            .topic_name
+            .clone()
+            .unwrap_or_else(|| self.declared_name())
+    }
+
+    pub fn declared_name(&self) -> String {
+        self.spec
+            .topic_name
+            .clone()
+            .unwrap_or_else(|| self.name.to_owned())
+    }
+}
+
+/// What the broker says about the topic.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub topic: Option<TopicDescription>,
+    /// The topic's configs (values; `None`: no value).
+    pub config: BTreeMap<String, Option<String>>,
+}
+
+/// A write to the broker.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BrokerOp {
+    Create {
+        name: String,
+        partitions: i32,
+        /// -1: the broker's default.
+        replication_factor: i16,
+        config: BTreeMap<String, String>,
+    },
+    AddPartitions {
+        name: String,
+        count: i32,
+    },
+    AlterConfig {
+        name: String,
+        changes: Vec<ConfigChange>,
+    },
+    Delete {
+        name: String,
+    },
+}
+
+/// An Event to emit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventNote {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+fn note(warning: bool, reason: &str, note: String) -> EventNote {
+    EventNote {
+        warning,
+        reason: reason.to_owned(),
+        note,
+    }
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Broker writes, in order.
+    pub ops: Vec<BrokerOp>,
+    /// The status to record (written only if it differs).
+    pub status: TopicStatus,
+    pub events: Vec<EventNote>,
+    /// Record `status.creating` before the create goes out (crash safety: a topic found after a
+    /// restart is then known to be Vigil's).
+    pub mark_creating: bool,
+    /// The finalizer may go: nothing of this object is left in Kafka to delete.
+    pub remove_finalizer: bool,
+    /// The topic differed from what Vigil last recorded without a spec change: changed outside
+    /// Vigil.
+    pub drift: bool,
+}
+
+/// One condition to set.
+struct Cond<'a> {
+    type_: &'a str,
+    status: Status,
+    reason: &'a str,
+    message: String,
+}
+
+fn set_all(status: &mut TopicStatus, generation: Option<i64>, now: &Time, list: &[Cond<'_>]) {
+    for c in list {
+        conditions::set(
+            &mut status.conditions,
+            &NewCondition {
+                type_: c.type_,
+                status: c.status,
+                reason: c.reason,
+                message: &c.message,
+                observed_generation: generation,
+            },
+            now,
+        );
+    }
+}
+
+fn cond<'a>(type_: &'a str, status: Status, reason: &'a str, message: String) -> Cond<'a> {
+    Cond {
+        type_,
+        status,
+        reason,
+        message,
+    }
+}
+
+/// Whether the topic in Kafka is this object's to manage: the one Vigil recorded, the one it was
+/// creating when it last stopped, or any topic of that name when the user asked for adoption.
+pub fn owns(view: &TopicView<'_>, topic: &TopicDescription) -> bool {
+    match &view.status.topic_id {
+        Some(id) => *id == topic.id || view.spec.adopt == Some(true),
+        None => view.status.creating == Some(true) || view.spec.adopt == Some(true),
+    }
+}
+
+/// The decision for a Topic given the broker's view of its topic.
+pub fn decide(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
+    let mut plan = Plan {
+        ops: Vec::new(),
+        status: view.status.clone(),
+        events: Vec::new(),
+        mark_creating: false,
+        remove_finalizer: false,
+        drift: false,
+    };
+    let generation = view.generation;
+    plan.status.observed_generation = generation;
+    let name = view.managed_name();
+    if view.deleting {
+        decide_deletion(view, observed, &name, now, &mut plan);
+        return plan;
+    }
+    plan.status.topic_name = Some(name.clone());
+    record_observed(view, observed, &mut plan.status);
+
+    let declared = view.declared_name();
+    if declared != name {
+        let message = format!(
+            "spec.topicName is {declared:?} but this object manages topic {name:?}; Kafka cannot \
+             rename topics: restore the name, or create a new Topic object"
+        );
+        set_all(
+            &mut plan.status,
+            generation,
+            now,
+            &[
+                cond(READY, Status::False, REASON_NAME_IMMUTABLE, message.clone()),
+                cond(DEGRADED, Status::True, REASON_NAME_IMMUTABLE, message),
+            ],
+        );
+        return plan;
+    }
+
+    let Some(topic) = &observed.topic else {
+        if view.status.topic_id.is_some() {
+            plan.drift = true;
+            plan.events.push(note(
+                true,
+                EVENT_RECREATED,
+                format!("topic {name} was deleted outside Vigil; creating it again"),
+            ));
+        }
+        plan.status.topic_id = None;
+        plan.status.creating = Some(true);
+        plan.mark_creating = view.status.creating != Some(true);
+        plan.ops.push(BrokerOp::Create {
+            name: name.clone(),
+            partitions: view.spec.partitions,
+            replication_factor: view
+                .spec
+                .replication_factor
+                .and_then(|r| i16::try_from(r).ok())
+                .unwrap_or(-1),
+            config: view.spec.config.clone(),
+        });
+        let message = format!("creating topic {name}");
+        set_all(
+            &mut plan.status,
+            generation,
+            now,
+            &[cond(READY, Status::False, REASON_CREATING, message)],
+        );
+        return plan;
+    };
+
+    if !owns(view, topic) {
+        let message = format!(
+            "topic {name} exists in Kafka (id {}) and was not created by this object; set \
+             spec.adopt: true to manage it (it is then also deleted with this object unless \
+             deletionPolicy is Retain)",
+            topic.id
+        );
+        if view.status.topic_id.is_some() {
+            // It was ours and was replaced (deleted and created again) outside Vigil.
+            plan.status.topic_id = None;
+        }
+        push_transition(view, &mut plan, REASON_NOT_OWNED, &message);
+        set_all(
+            &mut plan.status,
+            generation,
+            now,
+            &[
+                cond(READY, Status::False, REASON_NOT_OWNED, message.clone()),
+                cond(DEGRADED, Status::True, REASON_NOT_OWNED, message),
+            ],
+        );
+        return plan;
+    }
+    if view.status.topic_id.as_deref() != Some(topic.id.as_str())
+        && view.status.creating != Some(true)
+    {
+        plan.events.push(note(
+            false,
+            EVENT_ADOPTED,
+            format!("adopted existing topic {name} (id {})", topic.id),
+        ));
+    }
+    let converged_before = view.status.topic_id.as_deref() == Some(topic.id.as_str())
+        && view.status.observed_generation == generation;
+    plan.status.topic_id = Some(topic.id.clone());
+    plan.status.creating = None;
+
+    let mut refused: Vec<(&'static str, String)> = Vec::new();
+    let spec = view.spec;
+    if spec.partitions > topic.partitions {
+        plan.ops.push(BrokerOp::AddPartitions {
+            name: name.clone(),
+            count: spec.partitions,
+        });
+    } else if spec.partitions < topic.partitions {
+        refused.push((
+            REASON_PARTITION_DECREASE,
+            format!(
+                "spec.partitions is {} but topic {name} has {}: Kafka cannot remove partitions \
+                 (nothing was changed; recreate the topic to shrink it)",
+                spec.partitions, topic.partitions
+            ),
+        ));
+    }
+    if let Some(rf) = spec.replication_factor
+        && rf != topic.replication_factor
+    {
+        refused.push((
+            REASON_REPLICATION_CHANGE,
+            format!(
+                "spec.replicationFactor is {rf} but topic {name} has {}: Vigil does not \
+                 reassign replicas (nothing was changed)",
+                topic.replication_factor
+            ),
+        ));
+    }
+    let changes = config_changes(view, observed);
+    if !changes.is_empty() {
+        plan.ops.push(BrokerOp::AlterConfig {
+            name: name.clone(),
+            changes,
+        });
+    }
+
+    if !plan.ops.is_empty() {
+        plan.drift = converged_before;
+        let what = describe_ops(&plan.ops);
+        if plan.drift {
+            plan.events.push(note(
+                true,
+                EVENT_DRIFT,
+                format!("topic {name} was changed outside Vigil; restoring: {what}"),
+            ));
+        }
+        set_all(
+            &mut plan.status,
+            generation,
+            now,
+            &[cond(
+                READY,
+                Status::False,
+                REASON_UPDATING,
+                format!("updating topic {name}: {what}"),
+            )],
+        );
+    }
+    if let Some((reason, _)) = refused.first() {
+        let message = refused
+            .iter()
+            .map(|(_, m)| m.as_str())
+            .collect::<Vec<_>>()
+            .join("; ");
+        push_transition(view, &mut plan, reason, &message);
+        let mut list = vec![cond(DEGRADED, Status::True, reason, message.clone())];
+        if plan.ops.is_empty() {
+            list.push(cond(READY, Status::False, reason, message));
+        }
+        set_all(&mut plan.status, generation, now, &list);
+    } else if plan.ops.is_empty() {
+        set_all(
+            &mut plan.status,
+            generation,
+            now,
+            &[
+                cond(
+                    READY,
+                    Status::True,
+                    REASON_READY,
+                    format!(
+                        "topic {name} exists with {} partitions and the declared config",
+                        topic.partitions
+                    ),
+                ),
+                cond(
+                    DEGRADED,
+                    Status::False,
+                    REASON_AS_DECLARED,
+                    "nothing keeps the topic from its declared state".into(),
+                ),
+            ],
+        );
+    }
+    plan
+}
+
+/// A Warning Event for a refusal, when the status does not already report it (once per
+/// transition, not once per reconcile).
+fn push_transition(view: &TopicView<'_>, plan: &mut Plan, reason: &str, message: &str) {
+    let already = conditions::find(&view.status.conditions, DEGRADED)
+        .is_some_and(|c| c.status == "True" && c.reason == reason && c.message == message);
+    if !already {
+        plan.events.push(note(true, reason, message.to_owned()));
+    }
+}
+
+/// The config writes: declared values that differ, and configs Vigil managed that the spec no
+/// longer declares (back to the default). Nothing else is touched.
+pub fn config_changes(view: &TopicView<'_>, observed: &Observed) -> Vec<ConfigChange> {
+    let mut changes = Vec::new();
+    for (key, value) in &view.spec.config {
+        if observed.config.get(key).and_then(|v| v.as_deref()) != Some(value.as_str()) {
+            changes.push(ConfigChange::Set(key.clone(), value.clone()));
+        }
+    }
+    for key in view.status.config.keys() {
+        if !view.spec.config.contains_key(key) {
+            changes.push(ConfigChange::Delete(key.clone()));
+        }
+    }
+    changes
+}
+
+fn describe_ops(ops: &[BrokerOp]) -> String {
+    ops.iter()
+        .map(|op| match op {
+            BrokerOp::Create { partitions, .. } => format!("create with {partitions} partitions"),
+            BrokerOp::AddPartitions { count, .. } => format!("partitions to {count}"),
+            BrokerOp::AlterConfig { changes, .. } => changes
+                .iter()
+                .map(|c| match c {
+                    ConfigChange::Set(k, v) => format!("{k}={v}"),
+                    ConfigChange::Delete(k) => format!("{k} to its default"),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            BrokerOp::Delete { .. } => "delete".into(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The real state into status: partitions, replication factor, and the managed configs (the
+/// declared keys) as Kafka holds them.
+fn record_observed(view: &TopicView<'_>, observed: &Observed, status: &mut TopicStatus) {
+    match &observed.topic {
+        Some(topic) if owns(view, topic) || view.status.topic_id.is_none() => {
+            status.partitions = Some(topic.partitions);
+            status.replication_factor = Some(topic.replication_factor);
+            status.config = view
+                .spec
+                .config
+                .keys()
+                .filter_map(|k| {
+                    observed
+                        .config
+                        .get(k)
+                        .and_then(|v| v.clone())
+                        .map(|v| (k.clone(), v))
+                })
+                .collect();
+        }
+        _ => {
+            status.partitions = None;
+            status.replication_factor = None;
+            status.config = BTreeMap::new();
+        }
+    }
+}
+
+fn decide_deletion(
+    view: &TopicView<'_>,
+    observed: &Observed,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
+    let generation = view.generation;
+    if view.retain {
+        plan.remove_finalizer = true;
+        plan.events.push(note(
+            false,
+            EVENT_RETAINED,
+            format!("topic {name} stays in Kafka (deletion policy Retain)"),
+        ));
+        return;
+    }
+    match &observed.topic {
+        None => plan.remove_finalizer = true,
+        Some(topic) if owns(view, topic) => {
+            plan.ops.push(BrokerOp::Delete {
+                name: name.to_owned(),
+            });
+            set_all(
+                &mut plan.status,
+                generation,
+                now,
+                &[cond(
+                    DELETING,
+                    Status::True,
+                    REASON_DELETING_TOPIC,
+                    format!("deleting topic {name} from Kafka"),
+                )],
+            );
+        }
+        Some(topic) => {
+            plan.remove_finalizer = true;
+            plan.events.push(note(
+                false,
+                EVENT_LEFT,
+                format!(
+                    "topic {name} (id {}) was not created by this object: left in Kafka",
+                    topic.id
+                ),
+            ));
+        }
+    }
+}
+
+/// Conditions for a failure of the broker or of the credentials: `Ready` false (or `Deleting`
+/// true with the reason, while deleting) and `Degraded` true. Returns whether anything changed.
+pub fn mark_failure(
+    status: &mut TopicStatus,
+    generation: Option<i64>,
+    deleting: bool,
+    reason: &'static str,
+    message: &str,
+    now: &Time,
+) -> bool {
+    let mut list = vec![cond(DEGRADED, Status::True, reason, message.to_owned())];
+    if deleting {
+        list.push(cond(
+            DELETING,
+            Status::True,
+            reason,
+            format!("waiting to delete the topic from Kafka: {message}"),
+        ));
+    } else {
+        list.push(cond(READY, Status::False, reason, message.to_owned()));
+    }
+    let before = status.clone();
+    set_all(status, generation, now, &list);
+    *status != before
+}
+
+/// Whether what the broker shows differs from what the status last recorded (the drift poll):
+/// the topic vanished or was replaced, or its partitions, replication factor or managed configs
+/// changed. A topic that never became Vigil's (no `topicId`) is never drift.
+pub fn drifted(status: &TopicStatus, observed: &Observed) -> bool {
+    let Some(id) = &status.topic_id else {
+        return false;
+    };
+    let Some(topic) = &observed.topic else {
+        return true;
+    };
+    if topic.id != *id
+        || status.partitions != Some(topic.partitions)
+        || status.replication_factor != Some(topic.replication_factor)
+    {
+        return true;
+    }
+    status
+        .config
+        .iter()
+        .any(|(k, v)| observed.config.get(k).and_then(|o| o.as_deref()) != Some(v.as_str()))
+}
+
+/// The condition of a type in a status, for callers that print it.
+pub fn condition<'a>(status: &'a TopicStatus, type_: &str) -> Option<&'a Condition> {
+    conditions::find(&status.conditions, type_)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vigil_apis::kafka_topic::ClusterRef;
+
+    fn spec(partitions: i32, config: &[(&str, &str)]) -> TopicSpec {
+        TopicSpec {
+            topic_name: None,
+            partitions,
+            replication_factor: Some(1),
+            config: config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            cluster: ClusterRef {
+                bootstrap_servers: vec!["127.0.0.1:9092".into()],
+                tls: None,
+                sasl: None,
+            },
+            deletion_policy: None,
+            adopt: None,
+        }
+    }
+
+    fn now() -> Time {
+        Time(k8s_openapi::jiff::Timestamp::from_second(1_000).expect("time"))
+    }
+
+    fn topic(id: &str, partitions: i32) -> TopicDescription {
+        TopicDescription {
+            name: "orders".into(),
+            id: id.into(),
+            partitions,
+            replication_factor: 1,
+        }
+    }
+
+    fn observed(id: &str, partitions: i32, config: &[(&str, &str)]) -> Observed {
+        Observed {
+            topic: Some(topic(id, partitions)),
+            config: config
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned())))
+                .collect(),
+        }
+    }
+
+    fn view<'a>(spec: &'a TopicSpec, status: &'a TopicStatus, generation: i64) -> TopicView<'a> {
+        TopicView {
+            name: "orders",
+            generation: Some(generation),
+            spec,
+            status,
+            deleting: false,
+            retain: false,
+        }
+    }
+
+    fn reason(plan: &Plan, type_: &str) -> String {
+        condition(&plan.status, type_)
+            .map(|c| format!("{}/{}", c.status, c.reason))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn absent_topic_is_created_after_marking_it() {
+        let spec = spec(3, &[("retention.ms", "1000")]);
+        let status = TopicStatus::default();
+        let plan = decide(&view(&spec, &status, 1), &Observed::default(), &now());
+        assert!(plan.mark_creating);
+        assert_eq!(plan.status.creating, Some(true));
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::Create {
+                name: "orders".into(),
+                partitions: 3,
+                replication_factor: 1,
+                config: spec.config.clone(),
+            }]
+        );
+        assert_eq!(reason(&plan, READY), "False/Creating");
+        assert!(!plan.drift);
+    }
+
+    #[test]
+    fn a_topic_found_while_creating_is_ours_and_ready_when_as_declared() {
+        let spec = spec(3, &[("retention.ms", "1000")]);
+        let status = TopicStatus {
+            creating: Some(true),
+            ..TopicStatus::default()
+        };
+        let plan = decide(
+            &view(&spec, &status, 1),
+            &observed("id-1", 3, &[("retention.ms", "1000")]),
+            &now(),
+        );
+        assert!(plan.ops.is_empty(), "{:?}", plan.ops);
+        assert_eq!(plan.status.topic_id.as_deref(), Some("id-1"));
+        assert_eq!(plan.status.creating, None);
+        assert_eq!(plan.status.partitions, Some(3));
+        assert_eq!(plan.status.config["retention.ms"], "1000");
+        assert_eq!(reason(&plan, READY), "True/TopicReady");
+        assert_eq!(reason(&plan, DEGRADED), "False/AsDeclared");
+        assert!(plan.events.is_empty(), "{:?}", plan.events);
+    }
+
+    fn ready_status(spec: &TopicSpec, generation: i64, id: &str, partitions: i32) -> TopicStatus {
+        let status = TopicStatus {
+            creating: Some(true),
+            ..TopicStatus::default()
+        };
+        let cfg: Vec<(&str, &str)> = spec
+            .config
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        decide(
+            &view(spec, &status, generation),
+            &observed(id, partitions, &cfg),
+            &now(),
+        )
+        .status
+    }
+
+    #[test]
+    fn steady_state_plans_nothing_and_keeps_the_status() {
+        let spec = spec(3, &[("retention.ms", "1000")]);
+        let status = ready_status(&spec, 1, "id-1", 3);
+        let plan = decide(
+            &view(&spec, &status, 1),
+            &observed("id-1", 3, &[("retention.ms", "1000"), ("other", "x")]),
+            &now(),
+        );
+        assert!(plan.ops.is_empty());
+        assert!(plan.events.is_empty());
+        assert_eq!(plan.status, status, "no status write");
+        assert!(!drifted(
+            &status,
+            &observed("id-1", 3, &[("retention.ms", "1000")])
+        ));
+    }
+
+    #[test]
+    fn spec_changes_raise_partitions_and_alter_only_differing_configs() {
+        let old = spec(3, &[("retention.ms", "1000"), ("cleanup.policy", "delete")]);
+        let status = ready_status(&old, 1, "id-1", 3);
+        let new = spec(5, &[("retention.ms", "2000"), ("cleanup.policy", "delete")]);
+        let plan = decide(
+            &view(&new, &status, 2),
+            &observed(
+                "id-1",
+                3,
+                &[("retention.ms", "1000"), ("cleanup.policy", "delete")],
+            ),
+            &now(),
+        );
+        assert_eq!(
+            plan.ops,
+            vec![
+                BrokerOp::AddPartitions {
+                    name: "orders".into(),
+                    count: 5
+                },
+                BrokerOp::AlterConfig {
+                    name: "orders".into(),
+                    changes: vec![ConfigChange::Set("retention.ms".into(), "2000".into())]
+                }
+            ]
+        );
+        assert!(!plan.drift, "a spec change is not drift");
+        assert_eq!(reason(&plan, READY), "False/Updating");
+    }
+
+    #[test]
+    fn a_config_removed_from_the_spec_goes_back_to_the_default() {
+        let old = spec(1, &[("retention.ms", "1000")]);
+        let status = ready_status(&old, 1, "id-1", 1);
+        let new = spec(1, &[]);
+        let plan = decide(
+            &view(&new, &status, 2),
+            &observed("id-1", 1, &[("retention.ms", "1000")]),
+            &now(),
+        );
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::AlterConfig {
+                name: "orders".into(),
+                changes: vec![ConfigChange::Delete("retention.ms".into())]
+            }]
+        );
+        assert!(plan.status.config.is_empty());
+    }
+
+    #[test]
+    fn lower_partitions_and_other_replication_are_refused_and_reported_once() {
+        let old = spec(4, &[]);
+        let status = ready_status(&old, 1, "id-1", 4);
+        let mut new = spec(2, &[]);
+        new.replication_factor = Some(3);
+        let plan = decide(&view(&new, &status, 2), &observed("id-1", 4, &[]), &now());
+        assert!(plan.ops.is_empty());
+        assert_eq!(reason(&plan, READY), "False/PartitionDecreaseRefused");
+        assert_eq!(reason(&plan, DEGRADED), "True/PartitionDecreaseRefused");
+        let message = &condition(&plan.status, DEGRADED).expect("degraded").message;
+        assert!(message.contains("cannot remove partitions"), "{message}");
+        assert!(message.contains("replicationFactor is 3"), "{message}");
+        assert_eq!(plan.events.len(), 1);
+        assert!(plan.events[0].warning);
+        let again = decide(
+            &view(&new, &plan.status, 2),
+            &observed("id-1", 4, &[]),
+            &now(),
+        );
+        assert!(again.events.is_empty(), "reported once: {:?}", again.events);
+        assert_eq!(again.status, plan.status);
+    }
+
+    #[test]
+    fn changes_made_outside_vigil_are_drift_and_reverted() {
+        let spec = spec(3, &[("retention.ms", "1000")]);
+        let status = ready_status(&spec, 1, "id-1", 3);
+        let outside = observed("id-1", 3, &[("retention.ms", "5")]);
+        assert!(drifted(&status, &outside));
+        let plan = decide(&view(&spec, &status, 1), &outside, &now());
+        assert!(plan.drift);
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::AlterConfig {
+                name: "orders".into(),
+                changes: vec![ConfigChange::Set("retention.ms".into(), "1000".into())]
+            }]
+        );
+        assert_eq!(plan.events[0].reason, EVENT_DRIFT);
+
+        // Deleted outside: created again, reported.
+        assert!(drifted(&status, &Observed::default()));
+        let plan = decide(&view(&spec, &status, 1), &Observed::default(), &now());
+        assert!(plan.drift && plan.mark_creating);
+        assert!(matches!(plan.ops[0], BrokerOp::Create { .. }));
+        assert_eq!(plan.events[0].reason, EVENT_RECREATED);
+    }
+
+    #[test]
+    fn a_foreign_topic_is_left_alone_unless_adopted() {
+        let mut spec = spec(3, &[]);
+        let status = TopicStatus::default();
+        let plan = decide(&view(&spec, &status, 1), &observed("x", 1, &[]), &now());
+        assert!(plan.ops.is_empty());
+        assert_eq!(reason(&plan, READY), "False/TopicNotOwned");
+        assert_eq!(plan.status.topic_id, None);
+        assert!(!drifted(&plan.status, &Observed::default()));
+
+        spec.adopt = Some(true);
+        let plan = decide(&view(&spec, &status, 2), &observed("x", 1, &[]), &now());
+        assert_eq!(plan.status.topic_id.as_deref(), Some("x"));
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::AddPartitions {
+                name: "orders".into(),
+                count: 3
+            }]
+        );
+        assert_eq!(plan.events[0].reason, EVENT_ADOPTED);
+    }
+
+    #[test]
+    fn deletion_deletes_only_our_topic_and_honours_retain() {
+        let spec = spec(1, &[]);
+        let status = ready_status(&spec, 1, "id-1", 1);
+        let mut v = view(&spec, &status, 1);
+        v.deleting = true;
+        let plan = decide(&v, &observed("id-1", 1, &[]), &now());
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::Delete {
+                name: "orders".into()
+            }]
+        );
+        assert!(!plan.remove_finalizer);
+        assert_eq!(reason(&plan, DELETING), "True/DeletingTopic");
+
+        let plan = decide(&v, &Observed::default(), &now());
+        assert!(plan.ops.is_empty() && plan.remove_finalizer);
+
+        let plan = decide(&v, &observed("someone-elses", 1, &[]), &now());
+        assert!(plan.ops.is_empty() && plan.remove_finalizer);
+        assert_eq!(plan.events[0].reason, EVENT_LEFT);
+
+        v.retain = true;
+        let plan = decide(&v, &observed("id-1", 1, &[]), &now());
+        assert!(plan.ops.is_empty() && plan.remove_finalizer);
+        assert_eq!(plan.events[0].reason, EVENT_RETAINED);
+    }
+
+    #[test]
+    fn renaming_is_refused() {
+        let mut spec = spec(1, &[]);
+        let status = ready_status(&spec, 1, "id-1", 1);
+        spec.topic_name = Some("renamed".into());
+        let plan = decide(&view(&spec, &status, 2), &observed("id-1", 1, &[]), &now());
+        assert!(plan.ops.is_empty());
+        assert_eq!(reason(&plan, READY), "False/TopicNameImmutable");
+        assert_eq!(plan.status.topic_name.as_deref(), Some("orders"));
+    }
+
+    #[test]
+    fn failures_set_ready_or_deleting() {
+        let mut status = TopicStatus::default();
+        assert!(mark_failure(
+            &mut status,
+            Some(1),
+            true,
+            REASON_BROKER_UNREACHABLE,
+            "connection refused",
+            &now()
+        ));
+        let deleting = condition(&status, DELETING).expect("deleting");
+        assert_eq!(
+            (deleting.status.as_str(), deleting.reason.as_str()),
+            ("True", "BrokerUnreachable")
+        );
+        assert!(!mark_failure(
+            &mut status,
+            Some(1),
+            true,
+            REASON_BROKER_UNREACHABLE,
+            "connection refused",
+            &now()
+        ));
+    }
+}
