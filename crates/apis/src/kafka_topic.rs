@@ -18,7 +18,7 @@ pub const OBJECT_NAME_PATTERN: &str =
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Desired state of a Kafka topic.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "kafka.vigil.dev",
     version = "v1alpha1",
@@ -28,6 +28,7 @@ pub const OBJECT_NAME_PATTERN: &str =
     shortname = "kt",
     namespaced,
     status = "TopicStatus",
+    derive = "Default",
     printcolumn = r#"{"name":"Topic","type":"string","jsonPath":".status.topicName"}"#,
     printcolumn = r#"{"name":"Partitions","type":"integer","jsonPath":".status.partitions"}"#,
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicationFactor"}"#,
@@ -69,7 +70,7 @@ pub struct TopicSpec {
 }
 
 /// How to reach a Kafka cluster. Credentials come from Secrets in the Topic's namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterRef {
     /// `host:port` of one or more brokers.

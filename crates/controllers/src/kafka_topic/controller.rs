@@ -8,7 +8,7 @@
 //! `DescribeConfigs` for all of that cluster's topics together — whatever their number — and
 //! reconciles only the topics that changed. Nothing else reaches the broker.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -27,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 use vigil_apis::kafka_topic::{ClusterRef, Topic, TopicStatus};
 use vigil_kafka::{Admin, ClientConfig, RequestCounts, SaslConfig, TlsConfig};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
-use vigil_runtime::cache::{lean_cache, watch_all};
+use vigil_runtime::cache::{lean_cache, watch_in};
 use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
@@ -81,6 +82,8 @@ pub struct Settings {
     pub retry_max: Duration,
     /// Bound on connecting to a broker and on each request.
     pub broker_timeout: Duration,
+    /// Namespaces whose Topics are managed; `None`: all.
+    pub namespaces: Option<BTreeSet<String>>,
 }
 
 impl Default for Settings {
@@ -89,6 +92,7 @@ impl Default for Settings {
             drift_interval: Duration::from_secs(60),
             retry_max: Duration::from_secs(60),
             broker_timeout: Duration::from_secs(10),
+            namespaces: None,
         }
     }
 }
@@ -185,10 +189,18 @@ pub async fn run(
         request_family.get_or_create(&ApiLabel { api }).inc();
     }));
     let (topics, writer) = reflector::store();
+    // Synced once the watch listed every Topic. The Controller is the one waiter
+    // `wait_until_ready` wakes on its own store, so this is seen on the stream instead.
+    let (synced_tx, synced) = watch::channel(false);
+    let events = watch_in::<Topic>(&watches, settings.namespaces.as_ref()).inspect(move |e| {
+        if matches!(e, Ok(watcher::Event::InitDone)) {
+            synced_tx.send_if_modified(|s| !std::mem::replace(s, true));
+        }
+    });
     let topic_stream = lean_cache(
         writer,
         Index::new(|_: &Topic| Vec::new()),
-        watch_all::<Topic>(&watches),
+        events,
         slim_topic,
     );
     let ctx = Arc::new(Context {
@@ -215,12 +227,9 @@ pub async fn run(
         drift,
     });
 
-    let ready_store = topics.clone();
-    let (synced_tx, synced) = watch::channel(false);
+    let mut ready_synced = synced.clone();
     tokio::spawn(async move {
-        let ok = ready_store.wait_until_ready().await.is_ok();
-        let _ = synced_tx.send(ok);
-        ready(ok);
+        ready(ready_synced.wait_for(|s| *s).await.is_ok());
     });
 
     let (drift_tx, drift_rx) = mpsc::channel::<ObjectRef<Topic>>(1024);
@@ -486,6 +495,15 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
         publish(ctx, topic, &plan.events).await;
         return finish_deletion(ctx, topic).await;
     }
+    if this.deleting
+        && status.topic_id.is_none()
+        && status.creating != Some(true)
+        && this.spec.adopt != Some(true)
+    {
+        // Vigil never created nor adopted a topic for this object: nothing to delete, no need to
+        // reach the broker (a wrong cluster reference never holds a deletion up).
+        return finish_deletion(ctx, topic).await;
+    }
     let config = match client_config(ctx, topic).await {
         Ok(c) => c,
         Err(message) => {
@@ -524,13 +542,16 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
                     events.push(note);
                 }
             }
+            // The other writes still go out (a refused partition increase must not hold a
+            // config change back); the first failure is reported.
             Err(e) => {
-                failure = Some((broker_reason(&e), format!("{}: {e}", op_name(op))));
-                break;
+                if failure.is_none() {
+                    failure = Some((broker_reason(&e), format!("{}: {e}", op_name(op))));
+                }
             }
         }
     }
-    let (mut final_plan, requeue) = if plan.ops.is_empty() || failure.is_some() {
+    let (mut final_plan, requeue) = if plan.ops.is_empty() {
         (plan.clone(), false)
     } else {
         // Observe again: the status records what Kafka holds now, not what was asked.

@@ -1,0 +1,801 @@
+//! KafkaTopic end to end: the controller runs in-process against a TestEnv and a real
+//! Kafka-protocol broker (`VIGIL_TEST_KAFKA_BOOTSTRAP`, started by `.ci/kafka-broker start`;
+//! without it every test says so and passes). The broker is inspected and changed behind Vigil's
+//! back with the admin client, as a person would with Kafka's own tools.
+//!
+//! Every test's topics carry its namespace as a prefix, so tests share one broker. The broker
+//! going down is a loopback proxy in front of it that a test cuts and restores.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::events::v1::Event as EventV1;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt as _;
+use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::watch;
+use vigil_apis::kafka_topic::{Topic, TopicStatus};
+use vigil_controllers::kafka_topic::controller::{self, Settings};
+use vigil_controllers::kafka_topic::decide::{self, FINALIZER};
+use vigil_controllers::permissions;
+use vigil_kafka::{Admin, ClientConfig, ConfigChange};
+use vigil_runtime::leader::Leadership;
+use vigil_runtime::metrics::Metrics;
+use vigil_runtime::shared::SharedWatches;
+use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
+
+/// The shared broker, or `None` (with a note) when none is configured.
+fn broker() -> Option<String> {
+    match std::env::var("VIGIL_TEST_KAFKA_BOOTSTRAP") {
+        Ok(b) if !b.is_empty() => Some(b),
+        _ => {
+            eprintln!(
+                "note: VIGIL_TEST_KAFKA_BOOTSTRAP not set; skipping (eval \"$(.ci/kafka-broker start)\")"
+            );
+            None
+        }
+    }
+}
+
+/// A controller running for one test.
+struct Running {
+    metrics: Arc<Metrics>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(self) {
+        let _ = self.stop.send(true);
+        self.task.await.expect("controller task");
+    }
+
+    /// Broker requests so far, from `vigil_kafka_broker_requests_total`.
+    fn broker_requests(&self) -> u64 {
+        let text = self.metrics.encode();
+        text.lines()
+            .filter(|l| l.starts_with("vigil_kafka_broker_requests_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>() as u64
+    }
+}
+
+/// Settings for tests: a fast drift poll and short retries.
+fn settings() -> Settings {
+    Settings {
+        drift_interval: Duration::from_millis(500),
+        retry_max: Duration::from_secs(1),
+        broker_timeout: Duration::from_secs(3),
+        namespaces: None,
+    }
+}
+
+struct World {
+    env: TestEnv,
+    bootstrap: String,
+    admin: Admin,
+}
+
+impl World {
+    async fn start() -> Option<Self> {
+        let bootstrap = broker()?;
+        let env = TestEnv::start().await.expect("env");
+        install_crd(&env).await;
+        let admin = Admin::new(ClientConfig::plaintext(bootstrap.clone()));
+        Some(Self {
+            env,
+            bootstrap,
+            admin,
+        })
+    }
+
+    fn topics(&self) -> Api<Topic> {
+        self.env.api()
+    }
+
+    /// A Kafka topic name unique to this test.
+    fn kafka_name(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.env.namespace())
+    }
+
+    fn controller(&self, settings: Settings) -> Running {
+        self.controller_with_client(settings, self.env.client())
+    }
+
+    fn controller_with_client(&self, settings: Settings, client: kube::Client) -> Running {
+        let (leading_tx, leading) = watch::channel(Leadership::Leading);
+        let (stop, mut stopped) = watch::channel(false);
+        let metrics = Metrics::new();
+        let registry = metrics.clone();
+        let task = tokio::spawn(async move {
+            let _keep = leading_tx;
+            let watches = SharedWatches::new(client.clone());
+            controller::run(
+                client,
+                watches,
+                settings,
+                leading,
+                metrics,
+                |_| {},
+                async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                },
+            )
+            .await;
+        });
+        Running {
+            metrics: registry,
+            stop,
+            task,
+        }
+    }
+
+    /// Creates Topic `name` for Kafka topic `kafka` with `extra` merged into its spec.
+    async fn create(&self, name: &str, kafka: &str, bootstrap: &str, extra: serde_json::Value) {
+        let mut spec = json!({
+            "topicName": kafka,
+            "partitions": 1,
+            "cluster": {"bootstrapServers": [bootstrap]},
+        });
+        if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+            spec.extend(extra.clone());
+        }
+        let topic: Topic = serde_json::from_value(json!({
+            "apiVersion": "kafka.vigil.dev/v1alpha1", "kind": "Topic",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .expect("topic");
+        self.topics()
+            .create(&PostParams::default(), &topic)
+            .await
+            .expect("create topic");
+    }
+
+    async fn patch_spec(&self, name: &str, spec: serde_json::Value) {
+        self.topics()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .expect("patch spec");
+    }
+
+    async fn wait_status(
+        &self,
+        name: &str,
+        what: &str,
+        done: impl Fn(&TopicStatus) -> bool,
+    ) -> TopicStatus {
+        let what = format!("Topic {name}: {what}");
+        wait_for(&what, SETTLE_TIMEOUT, || async {
+            let topic = self.topics().get(name).await.map_err(|e| e.to_string())?;
+            let status = topic.status.unwrap_or_default();
+            if done(&status) {
+                Ok(Some(status))
+            } else {
+                Err(format!("{status:?}"))
+            }
+        })
+        .await
+        .expect(&what)
+    }
+
+    async fn wait_ready(&self, name: &str) -> TopicStatus {
+        self.wait_status(name, "Ready", |s| {
+            condition_is(s, decide::READY, "True", decide::REASON_READY)
+        })
+        .await
+    }
+
+    /// Waits until the broker's view of `kafka` satisfies `done`.
+    async fn wait_broker(
+        &self,
+        kafka: &str,
+        what: &str,
+        done: impl Fn(Option<&vigil_kafka::TopicDescription>, &BTreeMap<String, Option<String>>) -> bool,
+    ) {
+        let what = format!("broker topic {kafka}: {what}");
+        wait_for(&what, SETTLE_TIMEOUT, || async {
+            let (topic, config) = self.describe(kafka).await;
+            if done(topic.as_ref(), &config) {
+                Ok(Some(()))
+            } else {
+                Err(format!("{topic:?} {config:?}"))
+            }
+        })
+        .await
+        .expect(&what);
+    }
+
+    async fn describe(
+        &self,
+        kafka: &str,
+    ) -> (
+        Option<vigil_kafka::TopicDescription>,
+        BTreeMap<String, Option<String>>,
+    ) {
+        let names = [kafka.to_owned()];
+        let topic = self
+            .admin
+            .describe_topics(&names)
+            .await
+            .expect("describe")
+            .remove(kafka);
+        let config = match topic {
+            Some(_) => self
+                .admin
+                .describe_configs(&names)
+                .await
+                .expect("configs")
+                .remove(kafka)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.value))
+                .collect(),
+            None => BTreeMap::new(),
+        };
+        (topic, config)
+    }
+
+    async fn wait_object_gone(&self, name: &str) {
+        wait_for(
+            &format!("Topic {name} to be gone"),
+            SETTLE_TIMEOUT,
+            || async {
+                match self.topics().get_opt(name).await {
+                    Ok(None) => Ok(Some(())),
+                    Ok(Some(t)) => Err(format!("still there: {:?}", t.status)),
+                    Err(e) => Err(e.to_string()),
+                }
+            },
+        )
+        .await
+        .expect("object gone");
+    }
+
+    /// Event reasons recorded about Topic `name`.
+    async fn event_reasons(&self, name: &str) -> Vec<String> {
+        let events: Api<EventV1> = self.env.api();
+        events
+            .list(&ListParams::default())
+            .await
+            .expect("events")
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter_map(|e| e.reason)
+            .collect()
+    }
+
+    async fn wait_event(&self, name: &str, reason: &str) {
+        wait_for(
+            &format!("a {reason} Event about {name}"),
+            SETTLE_TIMEOUT,
+            || async {
+                let reasons = self.event_reasons(name).await;
+                if reasons.iter().any(|r| r == reason) {
+                    Ok(Some(()))
+                } else {
+                    Err(format!("{reasons:?}"))
+                }
+            },
+        )
+        .await
+        .expect("event");
+    }
+
+    async fn finish(self, running: Running) {
+        running.stop().await;
+        self.env.cleanup().await;
+    }
+}
+
+fn condition_is(status: &TopicStatus, type_: &str, value: &str, reason: &str) -> bool {
+    decide::condition(status, type_).is_some_and(|c| c.status == value && c.reason == reason)
+}
+
+fn config_of(config: &BTreeMap<String, Option<String>>, key: &str) -> Option<String> {
+    config.get(key).cloned().flatten()
+}
+
+async fn install_crd(env: &TestEnv) {
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
+    match crds.create(&PostParams::default(), &Topic::crd()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create CRD: {e}"),
+    }
+    wait_for("the Topic CRD to be served", SETTLE_TIMEOUT, || async {
+        let api: Api<Topic> = env.api();
+        api.list(&Default::default())
+            .await
+            .map(|_| Some(()))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .expect("CRD served");
+}
+
+/// Whether the broker implements CreatePartitions (Tansu does not).
+async fn supports_create_partitions(admin: &Admin, scratch: &str) -> bool {
+    admin
+        .create_topic(scratch, 1, 1, &BTreeMap::new())
+        .await
+        .expect("scratch topic");
+    let supported = !matches!(
+        admin.create_partitions(scratch, 2).await,
+        Err(vigil_kafka::Error::Unsupported(_))
+    );
+    admin.delete_topic(scratch).await.expect("delete scratch");
+    supported
+}
+
+#[tokio::test]
+async fn a_topic_object_creates_the_topic_as_declared_and_then_leaves_the_broker_alone() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let running = w.controller(Settings {
+        drift_interval: Duration::ZERO,
+        ..settings()
+    });
+    let kafka = w.kafka_name("orders");
+    w.create(
+        "orders",
+        &kafka,
+        &w.bootstrap,
+        json!({"partitions": 3, "replicationFactor": 1,
+               "config": {"retention.ms": "3600000", "cleanup.policy": "compact"}}),
+    )
+    .await;
+    let status = w.wait_ready("orders").await;
+    let (topic, config) = w.describe(&kafka).await;
+    let topic = topic.expect("topic exists in the broker");
+    assert_eq!(topic.partitions, 3);
+    assert_eq!(
+        config_of(&config, "retention.ms").as_deref(),
+        Some("3600000")
+    );
+    assert_eq!(
+        config_of(&config, "cleanup.policy").as_deref(),
+        Some("compact")
+    );
+    assert_eq!(status.topic_id.as_deref(), Some(topic.id.as_str()));
+    assert_eq!(status.partitions, Some(3));
+    assert_eq!(status.config["cleanup.policy"], "compact");
+    assert_eq!(status.creating, None);
+    let object = w.topics().get("orders").await.expect("get");
+    assert!(object.finalizers().iter().any(|f| f == FINALIZER));
+    assert_eq!(status.observed_generation, object.metadata.generation);
+    w.wait_event("orders", decide::EVENT_CREATED).await;
+
+    // Steady state: no broker request at all (the drift poll is off here).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = running.broker_requests();
+    assert!(before > 0, "the metric counts requests");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        running.broker_requests(),
+        before,
+        "no broker requests in steady state"
+    );
+    w.finish(running).await;
+}
+
+#[tokio::test]
+async fn partitions_are_raised_configs_altered_and_a_decrease_refused() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let can_add = supports_create_partitions(&w.admin, &w.kafka_name("scratch")).await;
+    let running = w.controller(settings());
+    let kafka = w.kafka_name("events");
+    w.create(
+        "events",
+        &kafka,
+        &w.bootstrap,
+        json!({"partitions": 2, "config": {"retention.ms": "1000", "segment.ms": "60000"}}),
+    )
+    .await;
+    w.wait_ready("events").await;
+
+    w.patch_spec(
+        "events",
+        json!({"partitions": 4, "config": {"retention.ms": "2000", "segment.ms": "60000"}}),
+    )
+    .await;
+    w.wait_broker(&kafka, "retention.ms=2000", |_, c| {
+        config_of(c, "retention.ms").as_deref() == Some("2000")
+    })
+    .await;
+    if can_add {
+        w.wait_broker(&kafka, "4 partitions", |t, _| {
+            t.is_some_and(|t| t.partitions == 4)
+        })
+        .await;
+        w.wait_status("events", "4 partitions and Ready", |s| {
+            s.partitions == Some(4) && condition_is(s, decide::READY, "True", decide::REASON_READY)
+        })
+        .await;
+    } else {
+        // This broker cannot add partitions: said in the status, with the broker's word.
+        let status = w
+            .wait_status("events", "the refusal reported", |s| {
+                condition_is(s, decide::DEGRADED, "True", decide::REASON_BROKER_REFUSED)
+            })
+            .await;
+        let message = &decide::condition(&status, decide::DEGRADED)
+            .expect("degraded")
+            .message;
+        assert!(message.contains("CreatePartitions"), "{message}");
+        assert_eq!(
+            status.partitions,
+            Some(2),
+            "status shows the real partitions"
+        );
+        assert_eq!(status.config["retention.ms"], "2000");
+        // Back to what the broker can do.
+        w.patch_spec("events", json!({"partitions": 2})).await;
+        w.wait_ready("events").await;
+    }
+    let partitions = w.describe(&kafka).await.0.expect("topic").partitions;
+
+    // Lower: refused with a reason, nothing changed in Kafka.
+    w.patch_spec("events", json!({"partitions": 1})).await;
+    let status = w
+        .wait_status("events", "PartitionDecreaseRefused", |s| {
+            condition_is(s, decide::READY, "False", decide::REASON_PARTITION_DECREASE)
+        })
+        .await;
+    assert!(condition_is(
+        &status,
+        decide::DEGRADED,
+        "True",
+        decide::REASON_PARTITION_DECREASE
+    ));
+    w.wait_event("events", decide::REASON_PARTITION_DECREASE)
+        .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (topic, config) = w.describe(&kafka).await;
+    assert_eq!(topic.expect("topic").partitions, partitions, "unchanged");
+    assert_eq!(config_of(&config, "retention.ms").as_deref(), Some("2000"));
+
+    // A replication factor change is refused the same way.
+    w.patch_spec(
+        "events",
+        json!({"partitions": partitions, "replicationFactor": 3}),
+    )
+    .await;
+    w.wait_status("events", "ReplicationFactorChangeRefused", |s| {
+        condition_is(
+            s,
+            decide::DEGRADED,
+            "True",
+            decide::REASON_REPLICATION_CHANGE,
+        )
+    })
+    .await;
+
+    // A config removed from the spec goes back to the broker's default.
+    w.patch_spec(
+        "events",
+        json!({"replicationFactor": null, "config": {"retention.ms": "2000", "segment.ms": null}}),
+    )
+    .await;
+    w.wait_broker(&kafka, "segment.ms back to its default", |_, c| {
+        config_of(c, "segment.ms").as_deref() != Some("60000")
+    })
+    .await;
+    let status = w.wait_ready("events").await;
+    assert!(!status.config.contains_key("segment.ms"), "{status:?}");
+    w.finish(running).await;
+}
+
+#[tokio::test]
+async fn changes_made_in_kafka_behind_vigils_back_are_reported_and_reverted() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let running = w.controller(settings());
+    let kafka = w.kafka_name("audit");
+    w.create(
+        "audit",
+        &kafka,
+        &w.bootstrap,
+        json!({"config": {"retention.ms": "86400000"}}),
+    )
+    .await;
+    let first = w.wait_ready("audit").await;
+
+    w.admin
+        .alter_configs(
+            &kafka,
+            &[ConfigChange::Set("retention.ms".into(), "5".into())],
+        )
+        .await
+        .expect("change behind Vigil's back");
+    w.wait_broker(&kafka, "retention.ms restored", |_, c| {
+        config_of(c, "retention.ms").as_deref() == Some("86400000")
+    })
+    .await;
+    w.wait_event("audit", decide::EVENT_DRIFT).await;
+
+    // Deleted behind Vigil's back: created again, reported.
+    w.admin.delete_topic(&kafka).await.expect("delete behind");
+    w.wait_event("audit", decide::EVENT_RECREATED).await;
+    let status = w
+        .wait_status("audit", "Ready with a new topic id", |s| {
+            s.topic_id.is_some()
+                && s.topic_id != first.topic_id
+                && condition_is(s, decide::READY, "True", decide::REASON_READY)
+        })
+        .await;
+    let (topic, config) = w.describe(&kafka).await;
+    assert_eq!(topic.map(|t| t.id), status.topic_id);
+    assert_eq!(
+        config_of(&config, "retention.ms").as_deref(),
+        Some("86400000")
+    );
+    let drift = running
+        .metrics
+        .encode()
+        .lines()
+        .find(|l| l.starts_with("vigil_kafka_topic_drift_total"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(drift >= 2.0, "drift counted: {drift}");
+    w.finish(running).await;
+}
+
+/// A loopback TCP proxy in front of the broker that a test can cut (connections refused by
+/// being closed at once, open ones dropped) and restore: a broker that is down, as Vigil sees it.
+struct Proxy {
+    addr: String,
+    up: Arc<AtomicBool>,
+    cut: watch::Sender<u64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind proxy");
+        let addr = listener.local_addr().expect("addr").to_string();
+        let up = Arc::new(AtomicBool::new(true));
+        let (cut, cuts) = watch::channel(0u64);
+        let is_up = up.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
+                if !is_up.load(Ordering::SeqCst) {
+                    drop(inbound);
+                    continue;
+                }
+                let target = target.clone();
+                let mut cuts = cuts.clone();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
+                        return;
+                    };
+                    cuts.borrow_and_update();
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cuts.changed() => {}
+                    }
+                });
+            }
+        });
+        Self {
+            addr,
+            up,
+            cut,
+            task,
+        }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, Ordering::SeqCst);
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    fn restore(&self) {
+        self.up.store(true, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn deleting_the_object_deletes_the_topic_first_even_across_a_broker_outage() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let proxy = Proxy::start(w.bootstrap.clone()).await;
+    let running = w.controller(settings());
+
+    // Plain deletion: the topic goes from the broker, then the object.
+    let plain = w.kafka_name("plain");
+    w.create("plain", &plain, &w.bootstrap, json!({})).await;
+    w.wait_ready("plain").await;
+    w.topics()
+        .delete("plain", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_object_gone("plain").await;
+    assert!(w.describe(&plain).await.0.is_none(), "topic deleted first");
+
+    // With the broker down: the object waits, saying why, and finishes once it is back.
+    let kafka = w.kafka_name("outage");
+    w.create("outage", &kafka, &proxy.addr, json!({})).await;
+    w.wait_ready("outage").await;
+    proxy.cut();
+    w.topics()
+        .delete("outage", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let status = w
+        .wait_status("outage", "Deleting=True BrokerUnreachable", |s| {
+            condition_is(
+                s,
+                decide::DELETING,
+                "True",
+                decide::REASON_BROKER_UNREACHABLE,
+            )
+        })
+        .await;
+    let message = &decide::condition(&status, decide::DELETING)
+        .expect("deleting")
+        .message;
+    assert!(message.contains("waiting to delete"), "{message}");
+    w.wait_event("outage", decide::REASON_BROKER_UNREACHABLE)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let object = w.topics().get("outage").await.expect("still there");
+    assert!(object.finalizers().iter().any(|f| f == FINALIZER));
+    assert!(w.describe(&kafka).await.0.is_some(), "topic still in Kafka");
+
+    proxy.restore();
+    w.wait_object_gone("outage").await;
+    assert!(w.describe(&kafka).await.0.is_none(), "topic deleted");
+    w.finish(running).await;
+}
+
+#[tokio::test]
+async fn a_foreign_topic_is_refused_unless_adopted_and_retain_keeps_topics() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let running = w.controller(settings());
+    let kafka = w.kafka_name("legacy");
+    w.admin
+        .create_topic(&kafka, 1, 1, &BTreeMap::new())
+        .await
+        .expect("a topic created outside Vigil");
+    w.create(
+        "legacy",
+        &kafka,
+        &w.bootstrap,
+        json!({"config": {"retention.ms": "1000"}}),
+    )
+    .await;
+    w.wait_status("legacy", "TopicNotOwned", |s| {
+        condition_is(s, decide::READY, "False", decide::REASON_NOT_OWNED)
+    })
+    .await;
+    w.wait_event("legacy", decide::REASON_NOT_OWNED).await;
+    let (_, config) = w.describe(&kafka).await;
+    assert_ne!(
+        config_of(&config, "retention.ms").as_deref(),
+        Some("1000"),
+        "untouched"
+    );
+    // Deleting the object leaves someone else's topic alone.
+    w.topics()
+        .delete("legacy", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_object_gone("legacy").await;
+    assert!(w.describe(&kafka).await.0.is_some(), "foreign topic kept");
+
+    // Adopted on request, then managed.
+    w.create(
+        "adopted",
+        &kafka,
+        &w.bootstrap,
+        json!({"adopt": true, "deletionPolicy": "Retain", "config": {"retention.ms": "1000"}}),
+    )
+    .await;
+    w.wait_ready("adopted").await;
+    w.wait_event("adopted", decide::EVENT_ADOPTED).await;
+    let (_, config) = w.describe(&kafka).await;
+    assert_eq!(config_of(&config, "retention.ms").as_deref(), Some("1000"));
+    // Retained on delete.
+    w.topics()
+        .delete("adopted", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_object_gone("adopted").await;
+    assert!(w.describe(&kafka).await.0.is_some(), "retained");
+    w.admin.delete_topic(&kafka).await.expect("clean up");
+    w.finish(running).await;
+}
+
+/// A Topic naming a Secret that does not exist: a condition and an Event, no crash, retried
+/// (and fine once the Secret appears).
+#[tokio::test]
+async fn missing_credentials_are_reported_and_retried() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let running = w.controller(settings());
+    let kafka = w.kafka_name("secret");
+    w.create(
+        "secret",
+        &kafka,
+        &w.bootstrap,
+        json!({"cluster": {"bootstrapServers": [w.bootstrap], "sasl": {"mechanism": "PLAIN", "secretName": "kafka-user"}}}),
+    )
+    .await;
+    let status = w
+        .wait_status("secret", "CredentialsUnavailable", |s| {
+            condition_is(s, decide::READY, "False", decide::REASON_CREDENTIALS)
+        })
+        .await;
+    let message = &decide::condition(&status, decide::READY)
+        .expect("ready")
+        .message;
+    assert!(message.contains("kafka-user"), "{message}");
+    assert!(w.describe(&kafka).await.0.is_none(), "nothing created");
+    w.wait_event("secret", decide::REASON_CREDENTIALS).await;
+    w.topics()
+        .delete("secret", &DeleteParams::default())
+        .await
+        .expect("delete");
+    // Nothing was ever created for it: the deletion needs no broker (nor credentials).
+    w.wait_object_gone("secret").await;
+    w.finish(running).await;
+}
+
+/// The ClusterRole `vigil manifests` generates from the controller's declared permissions is
+/// exactly what its code uses through a lifecycle (create, update, delete), but the Secret read
+/// (only for SASL/TLS credentials) and an Event repeating.
+#[tokio::test]
+async fn the_controllers_requests_are_exactly_its_declared_permissions() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let (client, log) = w.env.recording_client().await.expect("recording client");
+    let running = w.controller_with_client(settings(), client);
+    let kafka = w.kafka_name("rbac");
+    w.create("rbac", &kafka, &w.bootstrap, json!({})).await;
+    w.wait_ready("rbac").await;
+    w.patch_spec("rbac", json!({"config": {"retention.ms": "1000"}}))
+        .await;
+    w.wait_status("rbac", "config applied", |s| {
+        s.config.get("retention.ms").map(String::as_str) == Some("1000")
+    })
+    .await;
+    w.topics()
+        .delete("rbac", &DeleteParams::default())
+        .await
+        .expect("delete");
+    w.wait_object_gone("rbac").await;
+    let granted = permissions::granted(controller::PERMISSIONS)
+        .map(|(group, resource, verb)| RbacAttributes::new(group, resource, verb));
+    log.check_exactly(granted, &["patch events.k8s.io/events", "get core/secrets"])
+        .expect("the ClusterRole is exactly what the code uses");
+    w.finish(running).await;
+}
