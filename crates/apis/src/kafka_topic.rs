@@ -190,3 +190,67 @@ pub struct TopicStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub config: BTreeMap<String, String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt as _;
+
+    const EXAMPLE: &str = "apiVersion: kafka.vigil.dev/v1alpha1
+kind: Topic
+metadata:
+  name: orders
+  annotations:
+    kafka.vigil.dev/retain-on-delete: \"true\"
+spec:
+  partitions: 6
+  config:
+    retention.ms: \"604800000\"
+  cluster:
+    bootstrapServers: [\"kafka-0.kafka:9092\"]
+    sasl: {mechanism: PLAIN, secretName: kafka-user}
+";
+
+    #[test]
+    fn crd_names_scope_and_schema_checks() {
+        let crd = Topic::crd();
+        assert_eq!(crd.metadata.name.as_deref(), Some("topics.kafka.vigil.dev"));
+        assert_eq!(crd.spec.scope, "Namespaced");
+        assert_eq!(
+            crd.spec.names.short_names.as_deref(),
+            Some(&["kt".to_owned()][..])
+        );
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        let schema = serde_json::to_value(&version.schema).expect("schema json");
+        let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+        assert_eq!(
+            spec["required"],
+            serde_json::json!(["cluster", "partitions"])
+        );
+        assert_eq!(spec["properties"]["partitions"]["minimum"], 1.0);
+        assert_eq!(
+            spec["properties"]["topicName"]["pattern"],
+            TOPIC_NAME_PATTERN
+        );
+        assert_eq!(
+            spec["properties"]["cluster"]["properties"]["bootstrapServers"]["minItems"],
+            1
+        );
+    }
+
+    #[test]
+    fn the_example_parses_with_defaults() {
+        let topic: Topic = serde_saphyr::from_str(EXAMPLE).expect("example");
+        assert_eq!(
+            topic.topic_name(),
+            "orders",
+            "defaults to the object's name"
+        );
+        assert!(topic.retain_on_delete(), "the annotation retains");
+        assert_eq!(topic.spec.replication_factor, None);
+        assert_eq!(topic.spec.config["retention.ms"], "604800000");
+        let sasl = topic.spec.cluster.sasl.expect("sasl");
+        assert_eq!(sasl.mechanism, SaslMechanism::Plain);
+    }
+}

@@ -11,8 +11,10 @@ use vigil_apis::ConfigMapSync;
 use vigil_apis::CriticalService;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::StatusBackupPolicy;
+use vigil_apis::Topic;
 use vigil_controllers::configmap_sync::controller as configmap_sync;
 use vigil_controllers::critical_service::controller as critical_service;
+use vigil_controllers::kafka_topic::controller as kafka_topic;
 use vigil_controllers::kubernetes_cluster;
 use vigil_controllers::permissions::Permission;
 use vigil_controllers::status_vault;
@@ -30,7 +32,7 @@ pub struct ManifestsArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "criticalservice,configmapsync,statusvault,kubernetescluster"
+        default_value = "criticalservice,configmapsync,statusvault,kubernetescluster,kafkatopic"
     )]
     controllers: Vec<String>,
     /// Status vault: the resources StatusBackupPolicies may cover, as `plural` or
@@ -42,6 +44,9 @@ pub struct ManifestsArgs {
     /// `--configmapsync-secrets` to `vigil run`.
     #[arg(long)]
     configmapsync_secrets: bool,
+    /// KafkaTopic: grant `get` on Secrets, for Topics whose cluster names TLS or SASL Secrets.
+    #[arg(long)]
+    kafka_topic_secrets: bool,
     /// Instead of printing, write a Helm chart rendering the same objects into this directory.
     #[arg(long, value_name = "DIR")]
     chart: Option<std::path::PathBuf>,
@@ -75,6 +80,13 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
                     permissions.extend_from_slice(configmap_sync::SECRET_PERMISSIONS);
                 }
                 crds.push(serde_json::to_value(ConfigMapSync::crd())?);
+            }
+            kafka_topic::NAME => {
+                permissions.extend_from_slice(kafka_topic::PERMISSIONS);
+                if args.kafka_topic_secrets {
+                    permissions.extend_from_slice(kafka_topic::SECRET_PERMISSIONS);
+                }
+                crds.push(serde_json::to_value(Topic::crd())?);
             }
             other => anyhow::bail!("unknown controller {other:?}"),
         }
@@ -243,6 +255,7 @@ pub fn chart_files(args: &ManifestsArgs) -> anyhow::Result<BTreeMap<String, Stri
         controllers: args.controllers.clone(),
         status_vault_resources: args.status_vault_resources.clone(),
         configmapsync_secrets: args.configmapsync_secrets,
+        kafka_topic_secrets: args.kafka_topic_secrets,
         chart: None,
     };
     let mut files = BTreeMap::new();
@@ -317,10 +330,12 @@ mod tests {
                 critical_service::NAME.into(),
                 configmap_sync::NAME.into(),
                 status_vault::NAME.into(),
+                kafka_topic::NAME.into(),
                 kubernetes_cluster::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
             configmapsync_secrets: false,
+            kafka_topic_secrets: false,
             chart: None,
         }
     }
@@ -481,10 +496,12 @@ mod chart_tests {
                 critical_service::NAME.into(),
                 configmap_sync::NAME.into(),
                 status_vault::NAME.into(),
+                kafka_topic::NAME.into(),
                 kubernetes_cluster::NAME.into(),
             ],
             status_vault_resources: Vec::new(),
             configmapsync_secrets: false,
+            kafka_topic_secrets: false,
             chart: None,
         }
     }

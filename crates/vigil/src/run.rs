@@ -17,6 +17,9 @@ use vigil_controllers::configmap_sync::{
 use vigil_controllers::critical_service::{
     controller as critical_service, model::Settings, model::TemplateKey,
 };
+use vigil_controllers::kafka_topic::controller::{
+    self as kafka_topic, Settings as KafkaTopicSettings,
+};
 use vigil_controllers::kubernetes_cluster::{
     self as kubernetes_cluster, model::Settings as KubernetesClusterSettings,
 };
@@ -31,6 +34,7 @@ const CONTROLLERS: &[&str] = &[
     critical_service::NAME,
     configmap_sync::NAME,
     status_vault::NAME,
+    kafka_topic::NAME,
     kubernetes_cluster::NAME,
 ];
 
@@ -100,6 +104,16 @@ pub struct RunArgs {
     /// (`vigil manifests --configmapsync-secrets` grants them).
     #[arg(long, env = "VIGIL_CONFIGMAPSYNC_SECRETS")]
     configmapsync_secrets: bool,
+    /// KafkaTopic: how often to look for changes made in Kafka outside Vigil (one `Metadata` and
+    /// one `DescribeConfigs` request per cluster, whatever the number of topics); `0s`: never.
+    #[arg(long, env = "VIGIL_KAFKA_DRIFT_INTERVAL", default_value = "60s", value_parser = crate::parse_duration)]
+    kafka_drift_interval: Duration,
+    /// KafkaTopic: longest wait between retries of a Topic whose broker is down or refuses.
+    #[arg(long, env = "VIGIL_KAFKA_RETRY_MAX", default_value = "60s", value_parser = crate::parse_duration)]
+    kafka_retry_max: Duration,
+    /// KafkaTopic: bound on connecting to a broker and on each request.
+    #[arg(long, env = "VIGIL_KAFKA_BROKER_TIMEOUT", default_value = "10s", value_parser = crate::parse_duration)]
+    kafka_broker_timeout: Duration,
     /// KubernetesCluster: how often a cluster in a long operation (provisioning, upgrade,
     /// deletion) is asked how far it got.
     #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
@@ -278,6 +292,24 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             leadership.clone(),
             metrics.clone(),
             move |ok| ready_health.set_ready(kubernetes_cluster::NAME, ok),
+            shutdown(),
+        )));
+    }
+    if args.controllers.iter().any(|c| c == kafka_topic::NAME) {
+        health.register(kafka_topic::NAME);
+        let ready_health = health.clone();
+        controllers.push(tokio::spawn(kafka_topic::run(
+            client.clone(),
+            watches.clone(),
+            KafkaTopicSettings {
+                drift_interval: args.kafka_drift_interval,
+                retry_max: args.kafka_retry_max,
+                broker_timeout: args.kafka_broker_timeout,
+                namespaces: settings.watched_namespaces.clone(),
+            },
+            leadership.clone(),
+            metrics.clone(),
+            move |ok| ready_health.set_ready(kafka_topic::NAME, ok),
             shutdown(),
         )));
     }

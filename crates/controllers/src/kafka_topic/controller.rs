@@ -58,12 +58,6 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["topics/status"],
         verbs: &["patch"],
     },
-    // The TLS CA and SASL credentials a Topic names, read from its own namespace.
-    crate::permissions::Permission {
-        group: "",
-        resources: &["secrets"],
-        verbs: &["get"],
-    },
     // kube-runtime's Recorder creates events and patches them when they repeat.
     crate::permissions::Permission {
         group: "events.k8s.io",
@@ -71,6 +65,16 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         verbs: &["create", "patch"],
     },
 ];
+
+/// What reading TLS CAs and SASL credentials from Secrets adds (`vigil manifests
+/// --kafka-topic-secrets` grants it): without it a Topic naming a Secret reports
+/// `CredentialsUnavailable` (forbidden) and is retried.
+pub const SECRET_PERMISSIONS: &[crate::permissions::Permission] =
+    &[crate::permissions::Permission {
+        group: "",
+        resources: &["secrets"],
+        verbs: &["get"],
+    }];
 
 /// How the controller talks to brokers.
 #[derive(Debug, Clone)]
