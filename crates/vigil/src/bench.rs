@@ -33,6 +33,8 @@ pub enum Bench {
     StatusRestore(crate::bench_status_restore::StatusRestoreBench),
     /// KubernetesClusters through the external reference provider: time to all Ready, provider and API requests per object, RSS.
     KubernetesCluster(crate::bench_kubernetes_cluster::KubernetesClusterBench),
+    /// KafkaTopic: time to Ready for 500 topics, broker requests in steady state, deletion.
+    KafkaTopic(crate::bench_kafka_topic::KafkaTopicBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +70,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,
         Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
         Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
+        Bench::KafkaTopic(args) => crate::bench_kafka_topic::run(args).await,
     }
 }
 

@@ -8,6 +8,7 @@ mod bench_critical_service;
 mod bench_critical_service_scale;
 mod bench_endpoints;
 mod bench_kubernetes_cluster;
+mod bench_kafka_topic;
 mod bench_status_restore;
 mod bench_status_vault;
 mod cluster_providers;

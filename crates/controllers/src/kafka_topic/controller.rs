@@ -164,6 +164,9 @@ struct Context {
     requests: Arc<RequestCounts>,
     /// `vigil_kafka_topic_drift_total`: changes made in Kafka outside Vigil, found and reverted.
     drift: Counter,
+    /// The resourceVersion each Topic had when a reconcile last left it as declared: an event
+    /// for that very version (this controller's own status write) needs no broker round trip.
+    settled: Mutex<HashMap<ObjectRef<Topic>, String>>,
 }
 
 /// Runs the controller until `shutdown` resolves. `ready` is set once the Topic cache synced.
@@ -229,6 +232,7 @@ pub async fn run(
         admins: Admins::default(),
         requests,
         drift,
+        settled: Mutex::default(),
     });
 
     let mut ready_synced = synced.clone();
@@ -243,9 +247,18 @@ pub async fn run(
     let drifted = futures::stream::unfold(drift_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
+    // Becoming leader (again): look at everything, the broker included.
+    let leader_ctx = ctx.clone();
     let on_leadership = futures::stream::unfold(leadership, |mut rx| async move {
         rx.changed().await.ok()?;
         Some(((), rx))
+    })
+    .inspect(move |()| {
+        leader_ctx
+            .settled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     });
     Controller::for_stream(topic_stream, topics)
         .with_config(
@@ -494,6 +507,19 @@ async fn fail(
 
 async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
     let (this, status) = view(topic);
+    let reference = ObjectRef::from_obj(topic);
+    {
+        let mut settled = ctx.settled.lock().unwrap_or_else(|e| e.into_inner());
+        if !this.deleting
+            && topic.metadata.resource_version.is_some()
+            && settled.get(&reference) == topic.metadata.resource_version.as_ref()
+        {
+            // Unchanged since this controller left it as declared (the event is its own status
+            // write): nothing to ask the broker. The drift poll watches the broker side.
+            return Ok(Action::await_change());
+        }
+        settled.remove(&reference);
+    }
     if this.deleting && this.retain {
         let plan = decide(&this, &Observed::default(), &now());
         publish(ctx, topic, &plan.events).await;
@@ -593,8 +619,9 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
     if this.deleting && final_plan.remove_finalizer && failure.is_none() {
         return finish_deletion(ctx, topic).await;
     }
+    let mut version = topic.metadata.resource_version.clone();
     if topic.status.as_ref() != Some(&final_plan.status) {
-        patch_status(ctx, topic, &final_plan.status).await?;
+        version = patch_status(ctx, topic, &final_plan.status).await?;
     }
     if let Some((_, message)) = failure {
         return Err(Error::Broker(message));
@@ -602,6 +629,12 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
     if requeue {
         // Kafka applies some changes asynchronously (a delete, new partitions): look again soon.
         return Ok(Action::requeue(Duration::from_millis(500)));
+    }
+    if let Some(version) = version {
+        ctx.settled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(reference, version);
     }
     Ok(Action::await_change())
 }
@@ -616,6 +649,10 @@ async fn finish_deletion(ctx: &Context, topic: &Topic) -> Result<Action, Error> 
         .collect();
     set_finalizers(ctx, topic, rest).await?;
     ctx.backoffs.forget(&ObjectRef::from_obj(topic));
+    ctx.settled
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&ObjectRef::from_obj(topic));
     Ok(Action::await_change())
 }
 
@@ -688,7 +725,12 @@ async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<Eve
     }
 }
 
-async fn patch_status(ctx: &Context, topic: &Topic, status: &TopicStatus) -> Result<(), Error> {
+/// Writes the status; returns the object's new resourceVersion.
+async fn patch_status(
+    ctx: &Context,
+    topic: &Topic,
+    status: &TopicStatus,
+) -> Result<Option<String>, Error> {
     let api: Api<Topic> =
         Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
     let patch = status_patch(topic.status.as_ref(), status);
@@ -700,9 +742,9 @@ async fn patch_status(ctx: &Context, topic: &Topic, status: &TopicStatus) -> Res
         )
         .await
     {
-        Ok(_) => Ok(()),
+        Ok(updated) => Ok(updated.metadata.resource_version),
         // Gone: nothing to report on.
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -812,7 +854,12 @@ async fn poll_drift(
                 };
                 if decide::drifted(status, &observed) {
                     tracing::info!(topic = %name, "changed in Kafka outside Vigil");
-                    let _ = drifted.send(ObjectRef::from_obj(topic.as_ref())).await;
+                    let reference = ObjectRef::from_obj(topic.as_ref());
+                    ctx.settled
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&reference);
+                    let _ = drifted.send(reference).await;
                 }
             }
         }
