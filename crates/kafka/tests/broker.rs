@@ -38,7 +38,7 @@ async fn topic_lifecycle() {
     );
 
     let topics = admin
-        .describe_topics(&[name.clone()])
+        .describe_topics(std::slice::from_ref(&name))
         .await
         .expect("describe");
     let topic = &topics[&name];
@@ -46,7 +46,7 @@ async fn topic_lifecycle() {
     assert_eq!(topic.id, id);
 
     let described = admin
-        .describe_configs(&[name.clone()])
+        .describe_configs(std::slice::from_ref(&name))
         .await
         .expect("configs");
     let retention = &described[&name]["retention.ms"];
@@ -63,7 +63,7 @@ async fn topic_lifecycle() {
         .await
         .expect("alter");
     let described = admin
-        .describe_configs(&[name.clone()])
+        .describe_configs(std::slice::from_ref(&name))
         .await
         .expect("configs");
     let configs = &described[&name];
@@ -82,7 +82,7 @@ async fn topic_lifecycle() {
     match admin.create_partitions(&name, 3).await {
         Ok(()) => {
             let topics = admin
-                .describe_topics(&[name.clone()])
+                .describe_topics(std::slice::from_ref(&name))
                 .await
                 .expect("describe");
             assert_eq!(topics[&name].partitions, 3);
@@ -99,7 +99,7 @@ async fn topic_lifecycle() {
         .await
         .expect("deleting again is fine");
     let topics = admin
-        .describe_topics(&[name.clone()])
+        .describe_topics(std::slice::from_ref(&name))
         .await
         .expect("describe");
     assert!(topics.is_empty(), "{topics:?}");
