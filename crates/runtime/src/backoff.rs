@@ -160,6 +160,53 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
             quarantine,
         }
     }
+
+    /// The end of every controller's reconcile: a success resets `key`'s backoff (logging a
+    /// recovery from quarantine), and the reconcile is timed as controller-runtime counts it —
+    /// `success` when it awaits the next change, `requeue_after` when it asked to look again,
+    /// `error` when it failed.
+    pub fn finish_reconcile<E>(
+        &self,
+        key: &K,
+        object: &dyn std::fmt::Display,
+        timer: crate::metrics::ReconcileTimer,
+        result: &Result<kube::runtime::controller::Action, E>,
+    ) {
+        use crate::metrics::ReconcileResult;
+        match result {
+            Ok(action) => {
+                if self.success(key) {
+                    tracing::info!(%object, "recovered after quarantine");
+                }
+                timer.finish(
+                    if *action == kube::runtime::controller::Action::await_change() {
+                        ReconcileResult::Success
+                    } else {
+                        ReconcileResult::RequeueAfter
+                    },
+                );
+            }
+            Err(_) => timer.finish(ReconcileResult::Error),
+        }
+    }
+
+    /// Every controller's error policy: [`Self::reconcile_failed`], then `report` (once, when
+    /// this failure quarantines the key) with the message for the Degraded condition and the
+    /// Warning Event; returns when to retry.
+    pub fn retry_after_failure(
+        &self,
+        key: &K,
+        object: &str,
+        error: &dyn std::fmt::Display,
+        metrics: &crate::metrics::ControllerMetrics,
+        report: impl FnOnce(String),
+    ) -> kube::runtime::controller::Action {
+        let failed = self.reconcile_failed(key, object, error, metrics);
+        if let Some(message) = failed.quarantine {
+            report(message);
+        }
+        kube::runtime::controller::Action::requeue(failed.retry_after)
+    }
 }
 
 /// A kube-runtime trigger backoff that never delays: for controllers fed by shared watches,
@@ -211,6 +258,34 @@ mod tests {
         );
         assert_eq!(third.retry_after, Duration::from_secs(300));
         assert_eq!(fail().quarantine, None, "reported once");
+    }
+
+    #[test]
+    fn retry_after_failure_reports_quarantine_once_and_finish_resets() {
+        let backoffs = Backoffs::new(BackoffPolicy {
+            jitter: 0.0,
+            quarantine_after: 2,
+            quarantine_interval: Duration::from_secs(7),
+            ..BackoffPolicy::default()
+        });
+        let metrics = crate::metrics::Metrics::new().controller("test");
+        let mut reports = Vec::new();
+        let mut fail = || {
+            backoffs.retry_after_failure(&"key", "ns/name", &"boom", &metrics, |m| reports.push(m))
+        };
+        assert_eq!(
+            fail(),
+            kube::runtime::controller::Action::requeue(Duration::from_millis(5))
+        );
+        assert_eq!(
+            fail(),
+            kube::runtime::controller::Action::requeue(Duration::from_secs(7))
+        );
+        fail();
+        assert_eq!(reports.len(), 1, "reported once: {reports:?}");
+        let ok: Result<_, ()> = Ok(kube::runtime::controller::Action::await_change());
+        backoffs.finish_reconcile(&"key", &"ns/name", metrics.reconcile_started(), &ok);
+        assert_eq!(backoffs.failures(&"key"), 0, "a success resets the backoff");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use prometheus_client::metrics::family::Family;
 use tokio::sync::{mpsc, watch};
 use vigil_apis::kafka_topic::{ClusterRef, Topic, TopicStatus};
 use vigil_kafka::{Admin, ClientConfig, RequestCounts, SaslConfig, TlsConfig};
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
+use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
 use vigil_runtime::cache::{lean_cache, watch_in};
 use vigil_runtime::conditions;
 use vigil_runtime::events;
@@ -264,6 +264,8 @@ pub async fn run(
         .with_config(
             kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
         )
+        // Each shared watch backs off on its own (see `vigil_runtime::shared`).
+        .trigger_backoff(NoTriggerBackoff)
         .reconcile_on(drifted)
         .reconcile_all_on(on_leadership)
         .graceful_shutdown_on(shutdown)
@@ -309,19 +311,8 @@ async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, Error
     }
     let result = with_finalizer(&topic, &ctx).await;
     let reference = ObjectRef::from_obj(topic.as_ref());
-    match &result {
-        Ok(action) => {
-            if ctx.backoffs.success(&reference) {
-                tracing::info!(topic = %reference, "recovered after quarantine");
-            }
-            timer.finish(if *action == Action::await_change() {
-                ReconcileResult::Success
-            } else {
-                ReconcileResult::RequeueAfter
-            });
-        }
-        Err(_) => timer.finish(ReconcileResult::Error),
-    }
+    ctx.backoffs
+        .finish_reconcile(&reference, &reference, timer, &result);
     result
 }
 
@@ -869,20 +860,16 @@ async fn poll_drift(
 /// Failures retry with per-Topic exponential backoff (capped at `retry_max`); one that keeps
 /// failing is quarantined (retried every `retry_max`) and reported once.
 fn error_policy(topic: Arc<Topic>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failed = ctx.backoffs.reconcile_failed(
-        &ObjectRef::from_obj(topic.as_ref()),
-        &format!(
-            "topic/{}/{}",
-            topic.namespace().unwrap_or_default(),
-            topic.name_any()
-        ),
-        error,
-        &ctx.metrics,
+    let object = format!(
+        "topic/{}/{}",
+        topic.namespace().unwrap_or_default(),
+        topic.name_any()
     );
-    if let Some(message) = failed.quarantine {
-        tokio::spawn(report_quarantine(topic.clone(), ctx.clone(), message));
-    }
-    Action::requeue(failed.retry_after)
+    let reference = ObjectRef::from_obj(topic.as_ref());
+    ctx.backoffs
+        .retry_after_failure(&reference, &object, error, &ctx.metrics, |message| {
+            tokio::spawn(report_quarantine(topic.clone(), ctx.clone(), message));
+        })
 }
 
 async fn report_quarantine(topic: Arc<Topic>, ctx: Arc<Context>, message: String) {
