@@ -204,12 +204,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
             .collect()
     };
     latencies.sort_unstable();
-    let in_kafka = admin
-        .list_topics()
-        .await?
-        .into_keys()
-        .filter(|n| n.starts_with(&format!("{prefix}.")))
-        .count();
+    let in_kafka = topics_in_kafka(&admin, &prefix).await?;
     println!(
         "\n1. time to Ready, {} Topics created at once ({} in flight):",
         args.topics, args.concurrency
@@ -308,12 +303,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         .await?;
     loop {
         let left = topics.list(&ListParams::default()).await?.items.len();
-        let in_kafka = admin
-            .list_topics()
-            .await?
-            .into_keys()
-            .filter(|n| n.starts_with(&format!("{prefix}.")))
-            .count();
+        let in_kafka = topics_in_kafka(&admin, &prefix).await?;
         if left == 0 && in_kafka == 0 {
             break;
         }
@@ -335,6 +325,17 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
     drop(vigil);
     drop(sandbox);
     Ok(())
+}
+
+/// The broker's topics of this run.
+async fn topics_in_kafka(admin: &Admin, prefix: &str) -> anyhow::Result<usize> {
+    let prefix = format!("{prefix}.");
+    Ok(admin
+        .list_topics()
+        .await?
+        .into_keys()
+        .filter(|n| n.starts_with(&prefix))
+        .count())
 }
 
 fn ms(d: Duration) -> f64 {
