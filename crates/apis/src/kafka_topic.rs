@@ -79,7 +79,7 @@ pub struct ClusterRef {
     /// TLS to the brokers; absent: plaintext.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSpec>,
-    /// SASL/PLAIN authentication; absent: none.
+    /// SASL authentication (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512); absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sasl: Option<SaslSpec>,
 }
@@ -98,7 +98,7 @@ pub struct TlsSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SaslSpec {
-    /// The mechanism; only `PLAIN` for now.
+    /// The mechanism: `PLAIN`, `SCRAM-SHA-256` or `SCRAM-SHA-512`.
     pub mechanism: SaslMechanism,
     /// A Secret with keys `username` and `password`.
     #[schemars(length(min = 1, max = 253), regex(pattern = OBJECT_NAME_PATTERN))]
@@ -110,6 +110,10 @@ pub struct SaslSpec {
 pub enum SaslMechanism {
     #[serde(rename = "PLAIN")]
     Plain,
+    #[serde(rename = "SCRAM-SHA-256")]
+    ScramSha256,
+    #[serde(rename = "SCRAM-SHA-512")]
+    ScramSha512,
 }
 
 /// A key of a Secret in the Topic's namespace.

@@ -25,16 +25,34 @@ pub struct TlsConfig {
     pub ca_pem: Option<Vec<u8>>,
 }
 
-/// SASL/PLAIN credentials.
+/// SASL credentials and mechanism.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct SaslConfig {
+    pub mechanism: SaslMechanism,
     pub username: String,
     pub password: String,
+}
+
+/// SASL mechanisms the client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SaslMechanism {
+    Plain,
+    Scram(crate::scram::ScramHash),
+}
+
+impl SaslMechanism {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "PLAIN",
+            Self::Scram(hash) => hash.mechanism(),
+        }
+    }
 }
 
 impl std::fmt::Debug for SaslConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SaslConfig")
+            .field("mechanism", &self.mechanism)
             .field("username", &self.username)
             .field("password", &"<redacted>")
             .finish()
@@ -97,24 +115,51 @@ impl Conn {
     }
 
     async fn authenticate(&mut self, sasl: &SaslConfig, counts: &RequestCounts) -> Result<()> {
+        let mechanism = sasl.mechanism.name();
         let mut handshake = SaslHandshakeRequest::default();
-        handshake.mechanism = StrBytes::from_static_str("PLAIN");
+        handshake.mechanism = StrBytes::from_static_str(mechanism);
         counts.add("SaslHandshake");
         let response = self.request("SaslHandshake", &handshake, 1).await?;
         if response.error_code != 0 {
             let offered: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
             return Err(Error::Auth(format!(
-                "the broker does not accept PLAIN (it offers {})",
+                "the broker does not accept {mechanism} (it offers {})",
                 offered.join(", ")
             )));
         }
-        let mut token = BytesMut::new();
-        token.put_u8(0);
-        token.put_slice(sasl.username.as_bytes());
-        token.put_u8(0);
-        token.put_slice(sasl.password.as_bytes());
+        match sasl.mechanism {
+            SaslMechanism::Plain => {
+                let mut token = BytesMut::new();
+                token.put_u8(0);
+                token.put_slice(sasl.username.as_bytes());
+                token.put_u8(0);
+                token.put_slice(sasl.password.as_bytes());
+                self.sasl_step(token.freeze(), counts).await?;
+            }
+            SaslMechanism::Scram(hash) => {
+                let mut scram = crate::scram::Scram::new(
+                    hash,
+                    &sasl.username,
+                    &sasl.password,
+                    crate::scram::Scram::random_nonce(),
+                );
+                let first = Bytes::from(scram.client_first());
+                let server_first = self.sasl_step(first, counts).await?;
+                let server_first = String::from_utf8_lossy(&server_first).into_owned();
+                let last = scram.client_final(&server_first).map_err(Error::Auth)?;
+                let server_final = self.sasl_step(Bytes::from(last), counts).await?;
+                scram
+                    .verify(&String::from_utf8_lossy(&server_final))
+                    .map_err(Error::Auth)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One `SaslAuthenticate` round trip; the server's bytes.
+    async fn sasl_step(&mut self, bytes: Bytes, counts: &RequestCounts) -> Result<Bytes> {
         let mut authenticate = SaslAuthenticateRequest::default();
-        authenticate.auth_bytes = token.freeze();
+        authenticate.auth_bytes = bytes;
         counts.add("SaslAuthenticate");
         let response = self.request("SaslAuthenticate", &authenticate, 2).await?;
         if response.error_code != 0 {
@@ -125,7 +170,7 @@ impl Conn {
                     .unwrap_or_else(|| format!("error code {}", response.error_code)),
             ));
         }
-        Ok(())
+        Ok(response.auth_bytes)
     }
 
     /// The version to speak: the highest that we want, the crate knows and the broker supports.

@@ -1,6 +1,7 @@
 //! A thin Kafka admin client: what an operator managing topics needs (describe topics and their
 //! configs, create topics, add partitions, alter configs incrementally, delete topics), over the
-//! [`kafka_protocol`] crate's message types, on tokio, with optional TLS (rustls) and SASL/PLAIN.
+//! [`kafka_protocol`] crate's message types, on tokio, with optional TLS (rustls) and SASL
+//! (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512).
 //!
 //! One connection per [`Admin`], opened lazily to the first bootstrap server that answers,
 //! versions negotiated with `ApiVersions`, dropped on any I/O or protocol error (the next call
@@ -8,6 +9,7 @@
 //! how many requests reach the broker.
 
 mod conn;
+mod scram;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,7 +32,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::Mutex;
 
-pub use conn::{SaslConfig, TlsConfig};
+pub use conn::{SaslConfig, SaslMechanism, TlsConfig};
+pub use scram::ScramHash;
 
 /// Config resource type of a topic (`ConfigResource.Type.TOPIC`).
 const RESOURCE_TOPIC: i8 = 2;

@@ -25,8 +25,10 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use tokio::sync::{mpsc, watch};
-use vigil_apis::kafka_topic::{ClusterRef, Topic, TopicStatus};
-use vigil_kafka::{Admin, ClientConfig, RequestCounts, SaslConfig, TlsConfig};
+use vigil_apis::kafka_topic::{ClusterRef, SaslMechanism as ApiSasl, Topic, TopicStatus};
+use vigil_kafka::{
+    Admin, ClientConfig, RequestCounts, SaslConfig, SaslMechanism, ScramHash, TlsConfig,
+};
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
 use vigil_runtime::cache::{lean_cache, watch_in};
 use vigil_runtime::conditions;
@@ -404,6 +406,11 @@ async fn client_config(ctx: &Context, topic: &Topic) -> Result<ClientConfig, Str
                     .map_err(|_| format!("Secret {}: {key} is not UTF-8", sasl.secret_name))
             };
             Some(SaslConfig {
+                mechanism: match sasl.mechanism {
+                    ApiSasl::Plain => SaslMechanism::Plain,
+                    ApiSasl::ScramSha256 => SaslMechanism::Scram(ScramHash::Sha256),
+                    ApiSasl::ScramSha512 => SaslMechanism::Scram(ScramHash::Sha512),
+                },
                 username: text(
                     read(sasl.secret_name.clone(), "username".into()).await?,
                     "username",
