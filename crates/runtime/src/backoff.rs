@@ -161,35 +161,6 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
         }
     }
 
-    /// The end of every controller's reconcile: a success resets `key`'s backoff (logging a
-    /// recovery from quarantine), and the reconcile is timed as controller-runtime counts it —
-    /// `success` when it awaits the next change, `requeue_after` when it asked to look again,
-    /// `error` when it failed.
-    pub fn finish_reconcile<E>(
-        &self,
-        key: &K,
-        object: &dyn std::fmt::Display,
-        timer: crate::metrics::ReconcileTimer,
-        result: &Result<kube::runtime::controller::Action, E>,
-    ) {
-        use crate::metrics::ReconcileResult;
-        match result {
-            Ok(action) => {
-                if self.success(key) {
-                    tracing::info!(%object, "recovered after quarantine");
-                }
-                timer.finish(
-                    if *action == kube::runtime::controller::Action::await_change() {
-                        ReconcileResult::Success
-                    } else {
-                        ReconcileResult::RequeueAfter
-                    },
-                );
-            }
-            Err(_) => timer.finish(ReconcileResult::Error),
-        }
-    }
-
     /// Every controller's error policy: [`Self::reconcile_failed`], then `report` (once, when
     /// this failure quarantines the key) with the message for the Degraded condition and the
     /// Warning Event; returns when to retry.
@@ -261,7 +232,7 @@ mod tests {
     }
 
     #[test]
-    fn retry_after_failure_reports_quarantine_once_and_finish_resets() {
+    fn retry_after_failure_reports_quarantine_once() {
         let backoffs = Backoffs::new(BackoffPolicy {
             jitter: 0.0,
             quarantine_after: 2,
@@ -283,9 +254,6 @@ mod tests {
         );
         fail();
         assert_eq!(reports.len(), 1, "reported once: {reports:?}");
-        let ok: Result<_, ()> = Ok(kube::runtime::controller::Action::await_change());
-        backoffs.finish_reconcile(&"key", &"ns/name", metrics.reconcile_started(), &ok);
-        assert_eq!(backoffs.failures(&"key"), 0, "a success resets the backoff");
     }
 
     #[test]

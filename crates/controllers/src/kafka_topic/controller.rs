@@ -35,7 +35,8 @@ use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics, ReconcileResult};
+use vigil_runtime::metrics::{ControllerMetrics, Metrics};
+use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{self, BrokerOp, EventNote, FINALIZER, Observed, TopicView, decide};
@@ -305,17 +306,19 @@ fn now() -> Time {
 }
 
 async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let timer = ctx.metrics.reconcile_started();
-    if *ctx.leadership.borrow() != Leadership::Leading {
-        // Standbys keep a warm cache and touch nothing; becoming leader reconciles everything.
-        timer.finish(ReconcileResult::Success);
-        return Ok(Action::await_change());
-    }
-    let result = with_finalizer(&topic, &ctx).await;
-    let reference = ObjectRef::from_obj(topic.as_ref());
-    ctx.backoffs
-        .finish_reconcile(&reference, &reference, timer, &result);
-    result
+    // Only the Topic cache is read, and the Controller starts once it lists: nothing to wait for.
+    let guard = Guard {
+        metrics: &ctx.metrics,
+        leadership: &ctx.leadership,
+        synced: None,
+        backoffs: &ctx.backoffs,
+    };
+    guarded(
+        ObjectRef::from_obj(topic.as_ref()),
+        guard,
+        with_finalizer(&topic, &ctx),
+    )
+    .await
 }
 
 async fn set_finalizers(
