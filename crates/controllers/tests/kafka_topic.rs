@@ -106,7 +106,10 @@ impl World {
         self.controller_with_client(settings, self.env.client())
     }
 
-    fn controller_with_client(&self, settings: Settings, client: kube::Client) -> Running {
+    /// The controller, watching only this test's namespace (on a real cluster, tests run
+    /// side by side and each controller must leave the others' Topics alone).
+    fn controller_with_client(&self, mut settings: Settings, client: kube::Client) -> Running {
+        settings.namespaces = Some([self.env.namespace().to_owned()].into());
         let (leading_tx, leading) = watch::channel(Leadership::Leading);
         let (stop, mut stopped) = watch::channel(false);
         let metrics = Metrics::new();
