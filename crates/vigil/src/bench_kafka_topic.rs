@@ -20,11 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, CustomResourceExt as _};
+use kube::Client;
 use serde_json::json;
 use vigil_apis::Topic;
 use vigil_kafka::{Admin, ClientConfig};
@@ -89,23 +87,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
-        )
-        .await
-        .context("namespace")?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &Topic::crd())
-        .await
-        .context("CRD")?;
-    let topics: Api<Topic> = Api::namespaced(client.clone(), NS);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while topics.list(&ListParams::default().limit(1)).await.is_err() {
-        anyhow::ensure!(Instant::now() < deadline, "the Topic CRD is not served");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let topics = crate::bench_child::install_kind::<Topic>(&client, NS).await?;
     let mut vigil = spawn_vigil(
         &kubeconfig.0,
         &[

@@ -21,11 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, CustomResourceExt as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use vigil_apis::KubernetesCluster;
@@ -346,23 +344,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NS}}))?,
-        )
-        .await
-        .context("namespace")?;
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &KubernetesCluster::crd())
-        .await
-        .context("KubernetesCluster CRD")?;
-    let clusters: Api<KubernetesCluster> = Api::namespaced(client.clone(), NS);
-    let started = Instant::now();
-    while clusters.list(&ListParams::default()).await.is_err() {
-        anyhow::ensure!(started.elapsed() < TIMEOUT, "the CRD is not served");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let clusters = crate::bench_child::install_kind::<KubernetesCluster>(&client, NS).await?;
 
     let provider = ReferenceProvider::start(ReferenceConfig {
         provision_time: args.provision_time,
