@@ -11,6 +11,14 @@ pub struct Permission {
     pub verbs: &'static [&'static str],
 }
 
+/// What recording Events takes: kube-runtime's `Recorder` creates events and patches them when
+/// they repeat. Every controller records Events.
+pub const RECORD_EVENTS: Permission = Permission {
+    group: "events.k8s.io",
+    resources: &["events"],
+    verbs: &["create", "patch"],
+};
+
 /// Every (group, resource, verb) that `permissions` grant, one by one: what a test compares with
 /// the requests a controller made.
 pub fn granted(

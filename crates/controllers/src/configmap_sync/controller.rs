@@ -74,12 +74,7 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["namespaces"],
         verbs: &["list", "watch"],
     },
-    // kube-runtime's Recorder creates events and patches them when they repeat.
-    crate::permissions::Permission {
-        group: "events.k8s.io",
-        resources: &["events"],
-        verbs: &["create", "patch"],
-    },
+    crate::permissions::RECORD_EVENTS,
 ];
 
 /// What copying Secrets adds (`--configmapsync-secrets`; `vigil manifests

@@ -78,12 +78,7 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["endpointslices"],
         verbs: &["list", "watch"],
     },
-    // kube-runtime's Recorder creates events and patches them when they repeat.
-    crate::permissions::Permission {
-        group: "events.k8s.io",
-        resources: &["events"],
-        verbs: &["create", "patch"],
-    },
+    crate::permissions::RECORD_EVENTS,
 ];
 
 /// Why a reconcile failed (it is retried with backoff).

@@ -61,12 +61,7 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["topics/status"],
         verbs: &["patch"],
     },
-    // kube-runtime's Recorder creates events and patches them when they repeat.
-    crate::permissions::Permission {
-        group: "events.k8s.io",
-        resources: &["events"],
-        verbs: &["create", "patch"],
-    },
+    crate::permissions::RECORD_EVENTS,
 ];
 
 /// What reading TLS CAs and SASL credentials from Secrets adds (`vigil manifests

@@ -79,12 +79,7 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["secrets"],
         verbs: &["list", "watch", "patch"],
     },
-    // kube-runtime's Recorder creates events and patches them when they repeat.
-    crate::permissions::Permission {
-        group: "events.k8s.io",
-        resources: &["events"],
-        verbs: &["create", "patch"],
-    },
+    crate::permissions::RECORD_EVENTS,
 ];
 
 /// Why a reconcile failed (it is retried with backoff).

@@ -59,11 +59,7 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["namespaces"],
         verbs: &["list", "watch"],
     },
-    crate::permissions::Permission {
-        group: "events.k8s.io",
-        resources: &["events"],
-        verbs: &["create", "patch"],
-    },
+    crate::permissions::RECORD_EVENTS,
 ];
 
 /// Verbs on a covered kind: watched (get for the restore's fresh read), and patched for the
