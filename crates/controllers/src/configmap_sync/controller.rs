@@ -887,7 +887,7 @@ async fn list_copies<K: Copied>(
 /// Failures retry with per-ConfigMapSync exponential backoff; one that keeps failing is
 /// quarantined (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
 fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failed = ctx.backoffs.reconcile_failed(
+    ctx.backoffs.retry_after_failure(
         &ObjectRef::from_obj(sync.as_ref()),
         &format!(
             "configmapsync/{}/{}",
@@ -896,11 +896,10 @@ fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> A
         ),
         error,
         &ctx.metrics,
-    );
-    if let Some(message) = failed.quarantine {
-        tokio::spawn(report_quarantine(sync.clone(), ctx.clone(), message));
-    }
-    Action::requeue(failed.retry_after)
+        |message| {
+            tokio::spawn(report_quarantine(sync.clone(), ctx.clone(), message));
+        },
+    )
 }
 
 /// Condition reason of a quarantined ConfigMapSync.

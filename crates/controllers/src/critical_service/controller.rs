@@ -804,16 +804,15 @@ async fn publish(ctx: &Context, reference: &ObjectReference, note: &EventNote) {
 /// failing is quarantined (retried slowly) and reported once: a `Degraded` condition and a
 /// Warning Event. The next successful pass recomputes its conditions and clears it.
 fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failed = ctx.backoffs.reconcile_failed(
+    ctx.backoffs.retry_after_failure(
         &ObjectRef::from_obj(cr.as_ref()),
         &format!("criticalservice/{}", cr.name_any()),
         error,
         &ctx.metrics,
-    );
-    if let Some(message) = failed.quarantine {
-        tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
-    }
-    Action::requeue(failed.retry_after)
+        |message| {
+            tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
+        },
+    )
 }
 
 /// Condition reason of a quarantined CriticalService.

@@ -803,7 +803,7 @@ async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]
 /// Failures retry with per-object exponential backoff; one that keeps failing is quarantined
 /// (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
 fn error_policy(cluster: Arc<KubernetesCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    let failed = ctx.backoffs.reconcile_failed(
+    ctx.backoffs.retry_after_failure(
         &ObjectRef::from_obj(cluster.as_ref()),
         &format!(
             "kubernetescluster/{}/{}",
@@ -812,11 +812,10 @@ fn error_policy(cluster: Arc<KubernetesCluster>, error: &Error, ctx: Arc<Context
         ),
         error,
         &ctx.metrics,
-    );
-    if let Some(message) = failed.quarantine {
-        tokio::spawn(report_quarantine(cluster.clone(), ctx.clone(), message));
-    }
-    Action::requeue(failed.retry_after)
+        |message| {
+            tokio::spawn(report_quarantine(cluster.clone(), ctx.clone(), message));
+        },
+    )
 }
 
 async fn report_quarantine(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>, message: String) {
