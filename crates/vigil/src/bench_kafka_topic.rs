@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
+use kube::Client;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
-use kube::Client;
 use serde_json::json;
 use vigil_apis::Topic;
 use vigil_kafka::{Admin, ClientConfig};
