@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
@@ -303,6 +304,9 @@ fn condition_is(status: &TopicStatus, type_: &str, value: &str, reason: &str) ->
     decide::condition(status, type_).is_some_and(|c| c.status == value && c.reason == reason)
 }
 
+/// The topic id of a broker that does not assign ids.
+const NIL_TOPIC_ID: &str = "00000000-0000-0000-0000-000000000000";
+
 fn config_of(config: &BTreeMap<String, Option<String>>, key: &str) -> Option<String> {
     config.get(key).cloned().flatten()
 }
@@ -529,13 +533,51 @@ async fn changes_made_in_kafka_behind_vigils_back_are_reported_and_reverted() {
     .await;
     w.wait_event("audit", decide::EVENT_DRIFT).await;
 
-    // Deleted behind Vigil's back: created again, reported.
+    // A config the spec does not declare, set on the topic behind Vigil's back: back to the
+    // broker's default. Only a broker that says which configs are set on the topic (Kafka's
+    // `DYNAMIC_TOPIC_CONFIG` source) lets Vigil tell it from a default; Tansu calls every config
+    // a default, and there the test says so and goes on.
+    let sources_reported = w
+        .admin
+        .describe_configs(std::slice::from_ref(&kafka))
+        .await
+        .expect("configs")
+        .get(&kafka)
+        .and_then(|c| c.get("retention.ms"))
+        .is_some_and(|v| v.set_on_topic);
+    w.admin
+        .alter_configs(
+            &kafka,
+            &[ConfigChange::Set("cleanup.policy".into(), "compact".into())],
+        )
+        .await
+        .expect("undeclared change behind Vigil's back");
+    if sources_reported {
+        w.wait_broker(&kafka, "cleanup.policy back to its default", |_, c| {
+            config_of(c, "cleanup.policy").as_deref() != Some("compact")
+        })
+        .await;
+        assert_eq!(
+            config_of(&w.describe(&kafka).await.1, "retention.ms").as_deref(),
+            Some("86400000"),
+            "the declared config is kept"
+        );
+    } else {
+        eprintln!(
+            "note: this broker reports no config sources; undeclared-config revert not checked"
+        );
+    }
+
+    // Deleted behind Vigil's back: created again, reported. A broker that assigns topic ids
+    // gives the new topic a new one; one that does not (the nil UUID, as Kafka before 2.8)
+    // cannot tell the two apart by id, and the test does not ask it to.
+    let ids_assigned = first.topic_id.as_deref() != Some(NIL_TOPIC_ID);
     w.admin.delete_topic(&kafka).await.expect("delete behind");
     w.wait_event("audit", decide::EVENT_RECREATED).await;
     let status = w
-        .wait_status("audit", "Ready with a new topic id", |s| {
+        .wait_status("audit", "Ready (with a new topic id)", |s| {
             s.topic_id.is_some()
-                && s.topic_id != first.topic_id
+                && (!ids_assigned || s.topic_id != first.topic_id)
                 && condition_is(s, decide::READY, "True", decide::REASON_READY)
         })
         .await;
@@ -552,7 +594,8 @@ async fn changes_made_in_kafka_behind_vigils_back_are_reported_and_reverted() {
         .find(|l| l.starts_with("vigil_kafka_topic_drift_total"))
         .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .unwrap_or(0.0);
-    assert!(drift >= 2.0, "drift counted: {drift}");
+    let expected = if sources_reported { 3.0 } else { 2.0 };
+    assert!(drift >= expected, "drift counted: {drift}");
     w.finish(running).await;
 }
 
@@ -763,12 +806,35 @@ async fn missing_credentials_are_reported_and_retried() {
     assert!(message.contains("kafka-user"), "{message}");
     assert!(w.describe(&kafka).await.0.is_none(), "nothing created");
     w.wait_event("secret", decide::REASON_CREDENTIALS).await;
+    // A broker that takes SASL PLAIN (`VIGIL_TEST_KAFKA_SASL=PLAIN`, which `.ci/kafka-broker`
+    // sets for noida-db): once the Secret exists, the retry authenticates with it and creates
+    // the topic.
+    if std::env::var("VIGIL_TEST_KAFKA_SASL").is_ok_and(|m| m.split(',').any(|m| m == "PLAIN")) {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "kafka-user"},
+            "stringData": {"username": "vigil", "password": "s3cret"},
+        }))
+        .expect("secret");
+        w.env
+            .api::<Secret>()
+            .create(&PostParams::default(), &secret)
+            .await
+            .expect("create secret");
+        w.wait_ready("secret").await;
+        assert!(w.describe(&kafka).await.0.is_some(), "created over SASL");
+    } else {
+        eprintln!(
+            "note: VIGIL_TEST_KAFKA_SASL does not name PLAIN; the SASL round trip is not run"
+        );
+    }
     w.topics()
         .delete("secret", &DeleteParams::default())
         .await
         .expect("delete");
-    // Nothing was ever created for it: the deletion needs no broker (nor credentials).
+    // Without the Secret nothing was ever created for it, and the deletion needs no broker (nor
+    // credentials); with it, the topic is deleted over SASL.
     w.wait_object_gone("secret").await;
+    assert!(w.describe(&kafka).await.0.is_none(), "no topic left");
     w.finish(running).await;
 }
 

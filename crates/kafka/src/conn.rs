@@ -122,9 +122,24 @@ impl Conn {
         let response = self.request("SaslHandshake", &handshake, 1).await?;
         if response.error_code != 0 {
             let offered: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
+            // UNSUPPORTED_SASL_MECHANISM (33) is the broker's word for a mechanism it does not
+            // enable; any other code (a broker that lists the mechanism yet refuses the
+            // handshake, or ILLEGAL_SASL_STATE) is reported as it came.
+            let why = if response.error_code == 33 {
+                format!("the broker does not accept {mechanism}")
+            } else {
+                format!(
+                    "the broker refused the {mechanism} handshake (Kafka error code {})",
+                    response.error_code
+                )
+            };
             return Err(Error::Auth(format!(
-                "the broker does not accept {mechanism} (it offers {})",
-                offered.join(", ")
+                "{why} (it offers {})",
+                if offered.is_empty() {
+                    "no mechanism".to_owned()
+                } else {
+                    offered.join(", ")
+                }
             )));
         }
         match sasl.mechanism {

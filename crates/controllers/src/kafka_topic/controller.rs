@@ -435,18 +435,15 @@ async fn client_config(ctx: &Context, topic: &Topic) -> Result<ClientConfig, Str
 async fn observe(admin: &Admin, name: &str) -> vigil_kafka::Result<Observed> {
     let names = [name.to_owned()];
     let topic = admin.describe_topics(&names).await?.remove(name);
-    let config = match &topic {
+    let configs = match &topic {
         Some(_) => admin
             .describe_configs(&names)
             .await?
             .remove(name)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.value))
-            .collect(),
+            .unwrap_or_default(),
         None => BTreeMap::new(),
     };
-    Ok(Observed { topic, config })
+    Ok(Observed::from_broker(topic, configs))
 }
 
 fn broker_reason(error: &vigil_kafka::Error) -> &'static str {
@@ -839,15 +836,10 @@ async fn poll_drift(
                     continue;
                 };
                 let name = status.topic_name.clone().unwrap_or_default();
-                let observed = Observed {
-                    topic: described.get(&name).cloned(),
-                    config: configs
-                        .remove(&name)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .map(|(k, v)| (k, v.value))
-                        .collect(),
-                };
+                let observed = Observed::from_broker(
+                    described.get(&name).cloned(),
+                    configs.remove(&name).unwrap_or_default(),
+                );
                 if decide::drifted(status, &observed) {
                     tracing::info!(topic = %name, "changed in Kafka outside Vigil");
                     let reference = ObjectRef::from_obj(topic.as_ref());

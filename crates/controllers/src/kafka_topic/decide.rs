@@ -2,11 +2,11 @@
 //! topic, the broker writes that bring Kafka to the declared state, the status to record, and
 //! the Events to emit. No I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use vigil_apis::kafka_topic::{TopicSpec, TopicStatus};
-use vigil_kafka::{ConfigChange, TopicDescription};
+use vigil_kafka::{ConfigChange, ConfigValue, TopicDescription};
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
 /// Held while the topic may exist in Kafka; added before Vigil creates anything.
@@ -75,6 +75,46 @@ pub struct Observed {
     pub topic: Option<TopicDescription>,
     /// The topic's configs (values; `None`: no value).
     pub config: BTreeMap<String, Option<String>>,
+    /// The configs set on the topic itself (not inherited from the broker's defaults).
+    pub set_on_topic: BTreeSet<String>,
+}
+
+impl Observed {
+    /// The view of a topic from its description and its `DescribeConfigs` entries.
+    pub fn from_broker(
+        topic: Option<TopicDescription>,
+        configs: BTreeMap<String, ConfigValue>,
+    ) -> Self {
+        let set_on_topic = configs
+            .iter()
+            .filter(|(_, v)| v.set_on_topic)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let config = configs.into_iter().map(|(k, v)| (k, v.value)).collect();
+        Self {
+            topic,
+            config,
+            set_on_topic,
+        }
+    }
+}
+
+/// Topic configs that other tools legitimately set on the topic and that Vigil leaves alone even
+/// when the spec does not declare them: the replication throttles that reassignment tools (Cruise
+/// Control, `kafka-reassign-partitions`) set and clear while they move replicas.
+pub const CONFIGS_OWNED_BY_OTHERS: [&str; 2] = [
+    "leader.replication.throttled.replicas",
+    "follower.replication.throttled.replicas",
+];
+
+/// A config set on the topic that the spec does not declare, and that is Vigil's to revert.
+fn undeclared<'a>(
+    declared: &'a BTreeMap<String, String>,
+    set_on_topic: &'a BTreeSet<String>,
+) -> impl Iterator<Item = &'a String> {
+    set_on_topic
+        .iter()
+        .filter(|k| !declared.contains_key(*k) && !CONFIGS_OWNED_BY_OTHERS.contains(&k.as_str()))
 }
 
 /// A write to the broker.
@@ -391,8 +431,9 @@ fn push_transition(view: &TopicView<'_>, plan: &mut Plan, reason: &str, message:
     }
 }
 
-/// The config writes: declared values that differ, and configs Vigil managed that the spec no
-/// longer declares (back to the default). Nothing else is touched.
+/// The config writes: declared values that differ, and configs set on the topic that the spec
+/// does not declare (back to the broker's default, as Strimzi's unidirectional mode does), except
+/// [`CONFIGS_OWNED_BY_OTHERS`]. A config at its default is not written.
 pub fn config_changes(view: &TopicView<'_>, observed: &Observed) -> Vec<ConfigChange> {
     let mut changes = Vec::new();
     for (key, value) in &view.spec.config {
@@ -400,11 +441,21 @@ pub fn config_changes(view: &TopicView<'_>, observed: &Observed) -> Vec<ConfigCh
             changes.push(ConfigChange::Set(key.clone(), value.clone()));
         }
     }
-    for key in view.status.config.keys() {
-        if !view.spec.config.contains_key(key) {
-            changes.push(ConfigChange::Delete(key.clone()));
-        }
-    }
+    // Keys Vigil set that the spec no longer declares: reverted even on a broker that does not
+    // report where a config comes from.
+    let previously_declared = view
+        .status
+        .config
+        .keys()
+        .filter(|k| !view.spec.config.contains_key(*k));
+    let reverted: BTreeSet<&String> = previously_declared
+        .chain(undeclared(&view.spec.config, &observed.set_on_topic))
+        .collect();
+    changes.extend(
+        reverted
+            .into_iter()
+            .map(|key| ConfigChange::Delete(key.clone())),
+    );
     changes
 }
 
@@ -546,10 +597,14 @@ pub fn drifted(status: &TopicStatus, observed: &Observed) -> bool {
     {
         return true;
     }
-    status
+    let declared_changed = status
         .config
         .iter()
-        .any(|(k, v)| observed.config.get(k).and_then(|o| o.as_deref()) != Some(v.as_str()))
+        .any(|(k, v)| observed.config.get(k).and_then(|o| o.as_deref()) != Some(v.as_str()));
+    declared_changed
+        || undeclared(&status.config, &observed.set_on_topic)
+            .next()
+            .is_some()
 }
 
 /// The condition of a type in a status, for callers that print it.
@@ -601,7 +656,15 @@ mod tests {
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned())))
                 .collect(),
+            set_on_topic: BTreeSet::new(),
         }
+    }
+
+    /// `observed`, with these configs reported as set on the topic itself (the others are the
+    /// broker's defaults).
+    fn set_on_topic(mut observed: Observed, keys: &[&str]) -> Observed {
+        observed.set_on_topic = keys.iter().map(|k| (*k).to_owned()).collect();
+        observed
     }
 
     fn view<'a>(spec: &'a TopicSpec, status: &'a TopicStatus, generation: i64) -> TopicView<'a> {
@@ -849,6 +912,90 @@ mod tests {
         let plan = decide(&v, &observed("id-1", 1, &[]), &now());
         assert!(plan.ops.is_empty() && plan.remove_finalizer);
         assert_eq!(plan.events[0].reason, EVENT_RETAINED);
+    }
+
+    #[test]
+    fn configs_set_on_the_topic_outside_the_spec_are_reverted_except_replication_throttles() {
+        let spec = spec(3, &[("retention.ms", "1000")]);
+        let status = ready_status(&spec, 1, "id-1", 3);
+        let behind_our_back = set_on_topic(
+            observed(
+                "id-1",
+                3,
+                &[
+                    ("retention.ms", "1000"),
+                    ("cleanup.policy", "compact"),
+                    ("leader.replication.throttled.replicas", "0:1"),
+                    ("segment.ms", "604800000"),
+                ],
+            ),
+            &[
+                "retention.ms",
+                "cleanup.policy",
+                "leader.replication.throttled.replicas",
+            ],
+        );
+        assert!(drifted(&status, &behind_our_back));
+        let plan = decide(&view(&spec, &status, 1), &behind_our_back, &now());
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::AlterConfig {
+                name: "orders".into(),
+                changes: vec![ConfigChange::Delete("cleanup.policy".into())],
+            }],
+            "only the undeclared config set on the topic goes back to its default"
+        );
+        assert!(plan.drift);
+        assert_eq!(plan.events[0].reason, EVENT_DRIFT);
+        assert!(
+            plan.events[0]
+                .note
+                .contains("cleanup.policy to its default")
+        );
+
+        // A throttle alone (a reassignment in progress) is neither drift nor reverted.
+        let throttled = set_on_topic(
+            observed(
+                "id-1",
+                3,
+                &[
+                    ("retention.ms", "1000"),
+                    ("follower.replication.throttled.replicas", "0:2"),
+                ],
+            ),
+            &["retention.ms", "follower.replication.throttled.replicas"],
+        );
+        assert!(!drifted(&status, &throttled));
+        assert!(
+            decide(&view(&spec, &status, 1), &throttled, &now())
+                .ops
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_key_dropped_from_the_spec_goes_back_to_its_default_once() {
+        let old = spec(3, &[("retention.ms", "1000"), ("segment.ms", "60000")]);
+        let status = ready_status(&old, 1, "id-1", 3);
+        let new = spec(3, &[("retention.ms", "1000")]);
+        // Known from the status and reported set on the topic: one Delete, not two.
+        let seen = set_on_topic(
+            observed(
+                "id-1",
+                3,
+                &[("retention.ms", "1000"), ("segment.ms", "60000")],
+            ),
+            &["retention.ms", "segment.ms"],
+        );
+        let plan = decide(&view(&new, &status, 2), &seen, &now());
+        assert_eq!(
+            plan.ops,
+            vec![BrokerOp::AlterConfig {
+                name: "orders".into(),
+                changes: vec![ConfigChange::Delete("segment.ms".into())],
+            }]
+        );
+        assert!(!plan.drift, "a spec change is not drift");
     }
 
     #[test]
