@@ -39,8 +39,8 @@ pub use scram::ScramHash;
 const RESOURCE_TOPIC: i8 = 2;
 /// `config_source` of a config set on the topic itself (`DYNAMIC_TOPIC_CONFIG`).
 const SOURCE_TOPIC: i8 = 1;
-/// `config_source` `UNKNOWN`: brokers that do not track sources (Tansu) send it, and list only
-/// the configs set on the topic.
+/// `config_source` `UNKNOWN`: sent by brokers that do not track sources and list only the configs
+/// set on the topic.
 const SOURCE_UNKNOWN: i8 = 0;
 /// Error code of a topic that does not exist.
 pub const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;

@@ -222,6 +222,8 @@ async fn kill_during_a_burst_leaves_exactly_the_declared_topics() {
     for name in expected {
         let _ = admin.delete_topic(&name).await;
     }
+    // Kept on failure (the panics above), for the log; removed on success.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 async fn delete(topics: &Api<Topic>, i: usize) {
