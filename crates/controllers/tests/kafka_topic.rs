@@ -610,6 +610,38 @@ struct Proxy {
 
 impl Proxy {
     async fn start(target: String) -> Self {
+        Self::start_with(target, None).await
+    }
+
+    /// A proxy that serves TLS (the test certificate in `tests/fixtures/kafka-tls`, issued for
+    /// 127.0.0.1 by the test CA) and forwards the plaintext to the broker: a broker with a TLS
+    /// listener, as Vigil sees it.
+    async fn start_tls(target: String) -> Self {
+        use tokio_rustls::rustls::{
+            self,
+            pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject as _},
+        };
+        let certs: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_slice_iter(include_bytes!("fixtures/kafka-tls/server.crt"))
+                .collect::<Result<_, _>>()
+                .expect("test certificate");
+        let key = PrivateKeyDer::from_pem_slice(include_bytes!("fixtures/kafka-tls/server.key"))
+            .expect("test key");
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .expect("server config");
+        Self::start_with(
+            target,
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+        )
+        .await
+    }
+
+    async fn start_with(target: String, tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind proxy");
@@ -628,14 +660,27 @@ impl Proxy {
                 }
                 let target = target.clone();
                 let mut cuts = cuts.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await else {
                         return;
                     };
                     cuts.borrow_and_update();
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = cuts.changed() => {}
+                    match tls {
+                        None => tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                            _ = cuts.changed() => {}
+                        },
+                        Some(tls) => {
+                            // A client that does not trust the certificate ends the handshake.
+                            let Ok(mut inbound) = tls.accept(inbound).await else {
+                                return;
+                            };
+                            tokio::select! {
+                                _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                                _ = cuts.changed() => {}
+                            }
+                        }
                     }
                 });
             }
@@ -835,6 +880,80 @@ async fn missing_credentials_are_reported_and_retried() {
     // credentials); with it, the topic is deleted over SASL.
     w.wait_object_gone("secret").await;
     assert!(w.describe(&kafka).await.0.is_none(), "no topic left");
+    w.finish(running).await;
+}
+
+/// TLS to the broker with the CA from a Secret (and SASL PLAIN over it, where the broker takes
+/// PLAIN): the topic is created, and deleted, through the TLS listener. Without that CA the
+/// broker's certificate is not trusted: reported as `TLSHandshakeFailed`, nothing created.
+#[tokio::test]
+async fn tls_with_the_ca_from_a_secret_reaches_the_broker_and_an_untrusted_one_is_reported() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    let proxy = Proxy::start_tls(w.bootstrap.clone()).await;
+    let ca: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "kafka-ca"},
+        "stringData": {"ca.crt": include_str!("fixtures/kafka-tls/ca.crt")},
+    }))
+    .expect("secret");
+    let secrets = w.env.api::<Secret>();
+    secrets
+        .create(&PostParams::default(), &ca)
+        .await
+        .expect("create CA secret");
+    let mut cluster = json!({
+        "bootstrapServers": [proxy.addr],
+        "tls": {"caSecret": {"name": "kafka-ca"}},
+    });
+    if std::env::var("VIGIL_TEST_KAFKA_SASL").is_ok_and(|m| m.split(',').any(|m| m == "PLAIN")) {
+        let user: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "kafka-user"},
+            "stringData": {"username": "vigil", "password": "s3cret"},
+        }))
+        .expect("secret");
+        secrets
+            .create(&PostParams::default(), &user)
+            .await
+            .expect("create user secret");
+        cluster["sasl"] = json!({"mechanism": "PLAIN", "secretName": "kafka-user"});
+    }
+    let running = w.controller(settings());
+
+    let kafka = w.kafka_name("tls");
+    w.create("tls", &kafka, &proxy.addr, json!({ "cluster": cluster }))
+        .await;
+    w.wait_ready("tls").await;
+    assert!(w.describe(&kafka).await.0.is_some(), "created over TLS");
+
+    let untrusted = w.kafka_name("untrusted");
+    w.create(
+        "untrusted",
+        &untrusted,
+        &proxy.addr,
+        json!({"cluster": {"bootstrapServers": [proxy.addr], "tls": {}}}),
+    )
+    .await;
+    let status = w
+        .wait_status("untrusted", "TLSHandshakeFailed", |s| {
+            condition_is(s, decide::READY, "False", decide::REASON_TLS)
+        })
+        .await;
+    let message = &decide::condition(&status, decide::READY)
+        .expect("ready")
+        .message;
+    assert!(message.contains("certificate"), "{message}");
+    assert!(w.describe(&untrusted).await.0.is_none(), "nothing created");
+    w.wait_event("untrusted", decide::REASON_TLS).await;
+
+    for name in ["tls", "untrusted"] {
+        w.topics()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        w.wait_object_gone(name).await;
+    }
+    assert!(w.describe(&kafka).await.0.is_none(), "deleted over TLS");
     w.finish(running).await;
 }
 

@@ -73,16 +73,24 @@ impl Conn {
     /// Connects to the first bootstrap server that answers.
     pub(crate) async fn open(config: &ClientConfig, counts: &RequestCounts) -> Result<Self> {
         let mut last = String::from("no bootstrap servers");
+        // A failed TLS handshake is a configuration problem, not an outage: reported as such
+        // when no other server answers.
+        let mut tls_failure = None;
         for server in &config.bootstrap {
             match tokio::time::timeout(config.timeout, Self::open_one(server, config, counts)).await
             {
                 Ok(Ok(conn)) => return Ok(conn),
+                // Not tried on the next server: the same wrong password would count twice
+                // against the account's lockout.
                 Ok(Err(e)) if matches!(e, Error::Auth(_)) => return Err(e),
+                Ok(Err(Error::Tls(e))) => {
+                    tls_failure.get_or_insert(Error::Tls(format!("{server}: {e}")));
+                }
                 Ok(Err(e)) => last = format!("{server}: {e}"),
                 Err(_) => last = format!("{server}: timed out"),
             }
         }
-        Err(Error::Unreachable(last))
+        Err(tls_failure.unwrap_or(Error::Unreachable(last)))
     }
 
     async fn open_one(server: &str, config: &ClientConfig, counts: &RequestCounts) -> Result<Self> {
@@ -301,7 +309,13 @@ async fn tls_connect(
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let name = ServerName::try_from(host.to_owned())
         .map_err(|e| Error::Protocol(format!("server name {host:?}: {e}")))?;
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config))
+    tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
-        .await?)
+        .await
+        .map_err(|e| match e.kind() {
+            // rustls reports a refused handshake (an untrusted certificate, a name mismatch, no
+            // common protocol) as invalid data; anything else is the connection failing.
+            std::io::ErrorKind::InvalidData => Error::Tls(e.to_string()),
+            _ => Error::Io(e),
+        })
 }

@@ -82,6 +82,8 @@ pub enum Error {
     Unsupported(&'static str),
     #[error("SASL authentication failed: {0}")]
     Auth(String),
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
     #[error("the broker answered {name} ({code}){}", message.as_deref().map(|m| format!(": {m}")).unwrap_or_default())]
     Broker {
         code: i16,

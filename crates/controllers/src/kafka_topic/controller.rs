@@ -449,6 +449,8 @@ async fn observe(admin: &Admin, name: &str) -> vigil_kafka::Result<Observed> {
 fn broker_reason(error: &vigil_kafka::Error) -> &'static str {
     if error.is_connection() {
         decide::REASON_BROKER_UNREACHABLE
+    } else if matches!(error, vigil_kafka::Error::Tls(_)) {
+        decide::REASON_TLS
     } else {
         decide::REASON_BROKER_REFUSED
     }

@@ -27,6 +27,7 @@ pub const REASON_NAME_IMMUTABLE: &str = "TopicNameImmutable";
 pub const REASON_BROKER_UNREACHABLE: &str = "BrokerUnreachable";
 pub const REASON_BROKER_REFUSED: &str = "BrokerRefused";
 pub const REASON_CREDENTIALS: &str = "CredentialsUnavailable";
+pub const REASON_TLS: &str = "TLSHandshakeFailed";
 pub const REASON_DELETING_TOPIC: &str = "DeletingTopic";
 
 /// Event reasons (beyond the condition reasons, which double as Warning Event reasons).
