@@ -190,6 +190,32 @@ impl World {
         .expect(&what)
     }
 
+    /// Waits until `Ready` is false for `reason`; returns the condition's message.
+    async fn wait_not_ready(&self, name: &str, reason: &str) -> String {
+        let status = self
+            .wait_status(name, reason, |s| {
+                condition_is(s, decide::READY, "False", reason)
+            })
+            .await;
+        decide::condition(&status, decide::READY)
+            .map(|c| c.message.clone())
+            .unwrap_or_default()
+    }
+
+    /// Creates the Secret `kafka-user` with SASL credentials.
+    async fn create_user_secret(&self) {
+        let user: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "kafka-user"},
+            "stringData": {"username": "vigil", "password": "s3cret"},
+        }))
+        .expect("secret");
+        self.env
+            .api::<Secret>()
+            .create(&PostParams::default(), &user)
+            .await
+            .expect("create user secret");
+    }
+
     async fn wait_ready(&self, name: &str) -> TopicStatus {
         self.wait_status(name, "Ready", |s| {
             condition_is(s, decide::READY, "True", decide::REASON_READY)
@@ -302,6 +328,12 @@ impl World {
 
 fn condition_is(status: &TopicStatus, type_: &str, value: &str, reason: &str) -> bool {
     decide::condition(status, type_).is_some_and(|c| c.status == value && c.reason == reason)
+}
+
+/// Whether the broker takes SASL PLAIN (`VIGIL_TEST_KAFKA_SASL` names it; `.ci/kafka-broker` sets
+/// it for noida-db).
+fn broker_takes_sasl_plain() -> bool {
+    std::env::var("VIGIL_TEST_KAFKA_SASL").is_ok_and(|m| m.split(',').any(|m| m == "PLAIN"))
 }
 
 /// The topic id of a broker that does not assign ids.
@@ -840,31 +872,15 @@ async fn missing_credentials_are_reported_and_retried() {
         json!({"cluster": {"bootstrapServers": [w.bootstrap], "sasl": {"mechanism": "PLAIN", "secretName": "kafka-user"}}}),
     )
     .await;
-    let status = w
-        .wait_status("secret", "CredentialsUnavailable", |s| {
-            condition_is(s, decide::READY, "False", decide::REASON_CREDENTIALS)
-        })
-        .await;
-    let message = &decide::condition(&status, decide::READY)
-        .expect("ready")
-        .message;
+    let message = w.wait_not_ready("secret", decide::REASON_CREDENTIALS).await;
     assert!(message.contains("kafka-user"), "{message}");
     assert!(w.describe(&kafka).await.0.is_none(), "nothing created");
     w.wait_event("secret", decide::REASON_CREDENTIALS).await;
     // A broker that takes SASL PLAIN (`VIGIL_TEST_KAFKA_SASL=PLAIN`, which `.ci/kafka-broker`
     // sets for noida-db): once the Secret exists, the retry authenticates with it and creates
     // the topic.
-    if std::env::var("VIGIL_TEST_KAFKA_SASL").is_ok_and(|m| m.split(',').any(|m| m == "PLAIN")) {
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "kafka-user"},
-            "stringData": {"username": "vigil", "password": "s3cret"},
-        }))
-        .expect("secret");
-        w.env
-            .api::<Secret>()
-            .create(&PostParams::default(), &secret)
-            .await
-            .expect("create secret");
+    if broker_takes_sasl_plain() {
+        w.create_user_secret().await;
         w.wait_ready("secret").await;
         assert!(w.describe(&kafka).await.0.is_some(), "created over SASL");
     } else {
@@ -897,8 +913,8 @@ async fn tls_with_the_ca_from_a_secret_reaches_the_broker_and_an_untrusted_one_i
         "stringData": {"ca.crt": include_str!("fixtures/kafka-tls/ca.crt")},
     }))
     .expect("secret");
-    let secrets = w.env.api::<Secret>();
-    secrets
+    w.env
+        .api::<Secret>()
         .create(&PostParams::default(), &ca)
         .await
         .expect("create CA secret");
@@ -906,16 +922,8 @@ async fn tls_with_the_ca_from_a_secret_reaches_the_broker_and_an_untrusted_one_i
         "bootstrapServers": [proxy.addr],
         "tls": {"caSecret": {"name": "kafka-ca"}},
     });
-    if std::env::var("VIGIL_TEST_KAFKA_SASL").is_ok_and(|m| m.split(',').any(|m| m == "PLAIN")) {
-        let user: Secret = serde_json::from_value(json!({
-            "metadata": {"name": "kafka-user"},
-            "stringData": {"username": "vigil", "password": "s3cret"},
-        }))
-        .expect("secret");
-        secrets
-            .create(&PostParams::default(), &user)
-            .await
-            .expect("create user secret");
+    if broker_takes_sasl_plain() {
+        w.create_user_secret().await;
         cluster["sasl"] = json!({"mechanism": "PLAIN", "secretName": "kafka-user"});
     }
     let running = w.controller(settings());
@@ -934,14 +942,7 @@ async fn tls_with_the_ca_from_a_secret_reaches_the_broker_and_an_untrusted_one_i
         json!({"cluster": {"bootstrapServers": [proxy.addr], "tls": {}}}),
     )
     .await;
-    let status = w
-        .wait_status("untrusted", "TLSHandshakeFailed", |s| {
-            condition_is(s, decide::READY, "False", decide::REASON_TLS)
-        })
-        .await;
-    let message = &decide::condition(&status, decide::READY)
-        .expect("ready")
-        .message;
+    let message = w.wait_not_ready("untrusted", decide::REASON_TLS).await;
     assert!(message.contains("certificate"), "{message}");
     assert!(w.describe(&untrusted).await.0.is_none(), "nothing created");
     w.wait_event("untrusted", decide::REASON_TLS).await;
