@@ -405,8 +405,16 @@ impl LocalProvider {
         let info = match version {
             Ok(info) => info,
             Err(e) => {
+                // A server this provider (re)started that has not answered since is not
+                // Running yet, whatever phase the cluster had before its process died.
+                let restarted = record.phase == Phase::Running && record.starts_without_answer > 0;
                 return Ok(Report {
-                    progress: Some("waiting for the API server to answer".into()),
+                    state: restarted.then_some(ClusterState::Provisioning),
+                    progress: Some(if restarted {
+                        "restarting the API server".into()
+                    } else {
+                        "waiting for the API server to answer".into()
+                    }),
                     message: Some(format!("the API server does not answer yet: {e}")),
                     ..Report::default()
                 });
