@@ -6,8 +6,8 @@
 //! 1. Time to Ready: N Topics (default 500) created at once; per Topic, from its create request
 //!    to the watch event showing `Ready=True`; and until all are Ready.
 //! 2. Steady state: over a window with nothing changing, the requests Vigil sends to the broker
-//!    (from its `vigil_kafka_broker_requests_total`, by API) and its writes to the API (Topic
-//!    watch events). Target: no broker write and no API write; broker reads only the drift poll's
+//!    (from its `vigil_kafka_broker_requests_total`, by API), its writes to the API (Topic
+//!    watch events), and its CPU time and memory (RSS). Target: no broker write and no API write; broker reads only the drift poll's
 //!    (one Metadata and one DescribeConfigs per cluster per `--drift-interval`; `0s` turns it off).
 //! 3. Deletion: all N Topics deleted at once; time until every object is gone and the broker
 //!    holds none of their topics.
@@ -27,7 +27,7 @@ use serde_json::json;
 use vigil_apis::Topic;
 use vigil_kafka::{Admin, ClientConfig};
 
-use crate::bench::spawn_sandbox;
+use crate::bench::{rss_mib, spawn_sandbox};
 use crate::bench_child::{TempFile, http_get, percentile, spawn_vigil};
 
 #[derive(Debug, clap::Args)]
@@ -262,6 +262,12 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
     );
     if let Some(cpu) = vigil.cpu_seconds() {
         println!("   vigil CPU so far           {cpu:>10.2} s");
+    }
+    if let Some((peak, now)) = rss_mib(vigil.pid) {
+        println!(
+            "   vigil RSS                  {now:>10.1} MiB  (peak {peak:.1} MiB, {} Topics cached)",
+            args.topics
+        );
     }
 
     // Part 3: deletion.
