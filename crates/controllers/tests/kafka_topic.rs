@@ -19,7 +19,7 @@ use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::watch;
-use vigil_apis::kafka_topic::{Topic, TopicStatus};
+use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, Topic, TopicStatus};
 use vigil_controllers::kafka_topic::controller::{self, Settings};
 use vigil_controllers::kafka_topic::decide::{self, FINALIZER};
 use vigil_controllers::permissions;
@@ -760,15 +760,22 @@ async fn deleting_the_object_deletes_the_topic_first_even_across_a_broker_outage
     w.wait_object_gone("plain").await;
     assert!(w.describe(&plain).await.0.is_none(), "topic deleted first");
 
-    // With the broker down: the object waits, saying why, and finishes once it is back.
+    // With the broker down: the object waits, saying why, and finishes once it is back. A second
+    // one stands for a cluster gone for good: the annotation the condition names releases it
+    // without the broker, and leaves its topic.
     let kafka = w.kafka_name("outage");
-    w.create("outage", &kafka, &proxy.addr, json!({})).await;
-    w.wait_ready("outage").await;
+    let gone = w.kafka_name("gone");
+    for (name, topic) in [("outage", &kafka), ("gone", &gone)] {
+        w.create(name, topic, &proxy.addr, json!({})).await;
+        w.wait_ready(name).await;
+    }
     proxy.cut();
-    w.topics()
-        .delete("outage", &DeleteParams::default())
-        .await
-        .expect("delete");
+    for name in ["outage", "gone"] {
+        w.topics()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
     let status = w
         .wait_status("outage", "Deleting=True BrokerUnreachable", |s| {
             condition_is(
@@ -783,16 +790,36 @@ async fn deleting_the_object_deletes_the_topic_first_even_across_a_broker_outage
         .expect("deleting")
         .message;
     assert!(message.contains("waiting to delete"), "{message}");
+    assert!(
+        message.contains(RETAIN_ANNOTATION),
+        "the way out is named: {message}"
+    );
     w.wait_event("outage", decide::REASON_BROKER_UNREACHABLE)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let object = w.topics().get("outage").await.expect("still there");
+    for (name, topic) in [("outage", &kafka), ("gone", &gone)] {
+        let object = w.topics().get(name).await.expect("still there");
+        assert!(object.finalizers().iter().any(|f| f == FINALIZER));
+        assert!(w.describe(topic).await.0.is_some(), "topic still in Kafka");
+    }
+
+    w.topics()
+        .patch(
+            "gone",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {RETAIN_ANNOTATION: "true"}}})),
+        )
+        .await
+        .expect("annotate");
+    w.wait_object_gone("gone").await;
+    let object = w.topics().get("outage").await.expect("still waiting");
     assert!(object.finalizers().iter().any(|f| f == FINALIZER));
-    assert!(w.describe(&kafka).await.0.is_some(), "topic still in Kafka");
 
     proxy.restore();
     w.wait_object_gone("outage").await;
     assert!(w.describe(&kafka).await.0.is_none(), "topic deleted");
+    assert!(w.describe(&gone).await.0.is_some(), "left in Kafka");
+    w.admin.delete_topic(&gone).await.expect("clean up");
     w.finish(running).await;
 }
 

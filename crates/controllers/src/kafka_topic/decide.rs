@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use vigil_apis::kafka_topic::{TopicSpec, TopicStatus};
+use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, TopicSpec, TopicStatus};
 use vigil_kafka::{ConfigChange, ConfigValue, TopicDescription};
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
@@ -572,7 +572,10 @@ pub fn mark_failure(
             DELETING,
             Status::True,
             reason,
-            format!("waiting to delete the topic from Kafka: {message}"),
+            format!(
+                "waiting to delete the topic from Kafka: {message} (if this cluster is gone for \
+                 good, annotate {RETAIN_ANNOTATION}=true to release the object and leave the topic)"
+            ),
         ));
     } else {
         list.push(cond(READY, Status::False, reason, message.to_owned()));
