@@ -57,9 +57,14 @@ impl Running {
 
     /// Broker requests so far, from `vigil_kafka_broker_requests_total`.
     fn broker_requests(&self) -> u64 {
+        self.broker_requests_where("")
+    }
+
+    /// Broker requests so far whose labels contain `label` (`api="CreateTopics"`, …).
+    fn broker_requests_where(&self, label: &str) -> u64 {
         let text = self.metrics.encode();
         text.lines()
-            .filter(|l| l.starts_with("vigil_kafka_broker_requests_total{"))
+            .filter(|l| l.starts_with("vigil_kafka_broker_requests_total{") && l.contains(label))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum::<f64>() as u64
     }
@@ -923,6 +928,115 @@ async fn missing_credentials_are_reported_and_retried() {
     // credentials); with it, the topic is deleted over SASL.
     w.wait_object_gone("secret").await;
     assert!(w.describe(&kafka).await.0.is_none(), "no topic left");
+    w.finish(running).await;
+}
+
+/// Whether the broker validates topic configs as Kafka does (Tansu takes any value).
+async fn validates_configs(admin: &Admin, scratch: &str) -> bool {
+    let bad = BTreeMap::from([("retention.ms".to_owned(), "not-a-number".to_owned())]);
+    match admin.create_topic(scratch, 1, 1, &bad).await {
+        Ok(_) => {
+            admin.delete_topic(scratch).await.expect("delete scratch");
+            false
+        }
+        Err(_) => true,
+    }
+}
+
+/// A config Kafka refuses, at create and at update: reported with the broker's words (`Ready`
+/// false and `Degraded` true, reason `BrokerRefused`, a Warning Event), nothing else changed,
+/// retried with backoff rather than in a loop, and applied once the spec is fixed.
+#[tokio::test]
+async fn a_config_kafka_refuses_is_reported_with_its_words_and_applied_once_fixed() {
+    let Some(w) = World::start().await else {
+        return;
+    };
+    if !validates_configs(&w.admin, &w.kafka_name("scratch")).await {
+        eprintln!("note: this broker takes any config value; the refusal test does not apply");
+        w.env.cleanup().await;
+        return;
+    }
+    let running = w.controller(settings());
+
+    // At update.
+    let kafka = w.kafka_name("orders");
+    w.create(
+        "orders",
+        &kafka,
+        &w.bootstrap,
+        json!({"config": {"retention.ms": "1000"}}),
+    )
+    .await;
+    w.wait_ready("orders").await;
+    w.patch_spec(
+        "orders",
+        json!({"config": {"retention.ms": "one day", "segment.ms": "60000"}}),
+    )
+    .await;
+    let message = w
+        .wait_not_ready("orders", decide::REASON_BROKER_REFUSED)
+        .await;
+    assert!(
+        message.contains("retention.ms"),
+        "the broker's words: {message}"
+    );
+    w.wait_event("orders", decide::REASON_BROKER_REFUSED).await;
+    let status = w.topics().get_status("orders").await.expect("get");
+    let status = status.status.unwrap_or_default();
+    assert!(condition_is(
+        &status,
+        decide::DEGRADED,
+        "True",
+        decide::REASON_BROKER_REFUSED
+    ));
+    let config = w.describe(&kafka).await.1;
+    assert_eq!(config_of(&config, "retention.ms").as_deref(), Some("1000"));
+    // Kafka applies an IncrementalAlterConfigs request whole or not at all.
+    assert_ne!(config_of(&config, "segment.ms").as_deref(), Some("60000"));
+    // Retried with backoff (from 100 ms, capped at 1 s here), not in a loop: a handful of
+    // attempts in 2 s, each one alter request.
+    let alters = || running.broker_requests_where("api=\"IncrementalAlterConfigs\"");
+    let before = alters();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = alters() - before;
+    assert!((1..=6).contains(&during), "{during} alter requests in 2 s");
+
+    w.patch_spec(
+        "orders",
+        json!({"config": {"retention.ms": "86400000", "segment.ms": "60000"}}),
+    )
+    .await;
+    w.wait_broker(&kafka, "the fixed config", |_, c| {
+        config_of(c, "retention.ms").as_deref() == Some("86400000")
+            && config_of(c, "segment.ms").as_deref() == Some("60000")
+    })
+    .await;
+    w.wait_ready("orders").await;
+
+    // At create: nothing is created until the spec is fixed.
+    let typo = w.kafka_name("typo");
+    w.create(
+        "typo",
+        &typo,
+        &w.bootstrap,
+        json!({"config": {"retention.msec": "1000"}}),
+    )
+    .await;
+    let message = w
+        .wait_not_ready("typo", decide::REASON_BROKER_REFUSED)
+        .await;
+    assert!(message.contains("retention.msec"), "{message}");
+    assert!(w.describe(&typo).await.0.is_none(), "nothing created");
+    w.patch_spec(
+        "typo",
+        json!({"config": {"retention.msec": null, "retention.ms": "1000"}}),
+    )
+    .await;
+    w.wait_ready("typo").await;
+    assert_eq!(
+        config_of(&w.describe(&typo).await.1, "retention.ms").as_deref(),
+        Some("1000")
+    );
     w.finish(running).await;
 }
 
