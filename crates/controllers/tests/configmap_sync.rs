@@ -21,7 +21,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
-use tokio::sync::watch;
 use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState};
 use vigil_controllers::configmap_sync::controller;
@@ -29,37 +28,17 @@ use vigil_controllers::configmap_sync::model::{
     CONTENT_HASH_ANNOTATION, OWNER_ANNOTATION, SHAREABLE_WITH_ANNOTATION, Settings,
 };
 use vigil_controllers::permissions;
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::Fault;
 use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
+
+mod support;
+use support::Running;
 
 /// What "a while" means for a fan-out to many namespaces.
 const FAN_OUT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// On a real cluster, one controller at a time (see the module documentation).
 static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// A controller running for one test; `stop` ends it.
-struct Running {
-    metrics: std::sync::Arc<Metrics>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(true);
-        self.task.await.expect("controller task");
-    }
-
-    /// Ends the controller abruptly, in-flight writes included (a crash, not a shutdown).
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
-    }
-}
 
 /// A test's world: the environment, its extra namespaces, and the serial guard on a cluster.
 struct World {
@@ -143,13 +122,7 @@ impl World {
 
     /// Runs the controller with these settings and its own client.
     fn controller_with_client(&self, settings: Settings, client: kube::Client) -> Running {
-        let (leading_tx, leading) = watch::channel(Leadership::Leading);
-        let (stop, mut stopped) = watch::channel(false);
-        let metrics = Metrics::new();
-        let registry = metrics.clone();
-        let task = tokio::spawn(async move {
-            let _keep = leading_tx;
-            let watches = SharedWatches::new(client.clone());
+        Running::spawn(client, |client, watches, leading, metrics, shutdown| {
             controller::run(
                 client,
                 watches,
@@ -157,17 +130,9 @@ impl World {
                 leading,
                 metrics,
                 |_| {},
-                async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                },
+                shutdown,
             )
-            .await;
-        });
-        Running {
-            metrics: registry,
-            stop,
-            task,
-        }
+        })
     }
 
     /// Creates or replaces ConfigMap `ns/name` with this data.

@@ -24,16 +24,15 @@ use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::{CriticalServiceStatus, ServiceState};
 use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_controllers::permissions;
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::vigil_sandbox::{Fault, Loops, SandboxConfig};
+
+mod support;
 use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, TestEnvOptions, wait_for};
 
 /// The article's service.yaml.
@@ -114,18 +113,14 @@ static CLUSTER_SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(()
 
 /// A controller running for one test; dropping it stops the controller.
 struct Running {
-    /// The controller's metrics registry.
-    metrics: std::sync::Arc<Metrics>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+    controller: support::Running,
     _serial: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
 impl Running {
     /// Stops the controller and waits until it has finished.
     async fn stop(self) {
-        let _ = self.stop.send(true);
-        self.task.await.expect("controller task");
+        self.controller.stop().await;
     }
 }
 
@@ -185,30 +180,20 @@ async fn start_controller_with(
         },
         watched_namespaces: Some(namespaces),
     };
-    let (leading_tx, leading) = watch::channel(Leadership::Leading);
-    let (stop, mut stopped) = watch::channel(false);
-    let metrics = Metrics::new();
-    let registry = metrics.clone();
-    let task = tokio::spawn(async move {
-        let _keep = leading_tx;
-        let watches = SharedWatches::new(client.clone());
-        controller::run(
-            client,
-            watches,
-            settings,
-            leading,
-            metrics,
-            |_| {},
-            async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            },
-        )
-        .await;
-    });
+    let controller =
+        support::Running::spawn(client, |client, watches, leading, metrics, shutdown| {
+            controller::run(
+                client,
+                watches,
+                settings,
+                leading,
+                metrics,
+                |_| {},
+                shutdown,
+            )
+        });
     Running {
-        metrics: registry,
-        stop,
-        task,
+        controller,
         _serial: serial,
     }
 }
@@ -1613,7 +1598,7 @@ async fn lame_uncovered_services_are_counted() {
             .find(|l| l.starts_with("vigil_lame_services "))
             .map(str::to_owned)
     };
-    let metrics = controller.metrics.clone();
+    let metrics = controller.controller.metrics.clone();
     wait_for(
         "vigil_lame_services to count the lame Service",
         SETTLE_TIMEOUT,

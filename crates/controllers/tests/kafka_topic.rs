@@ -24,10 +24,10 @@ use vigil_controllers::kafka_topic::controller::{self, Settings};
 use vigil_controllers::kafka_topic::decide::{self, FINALIZER};
 use vigil_controllers::permissions;
 use vigil_kafka::{Admin, ClientConfig, ConfigChange};
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
+
+mod support;
+use support::Running;
 
 /// The shared broker, or `None` (with a note) when none is configured.
 fn broker() -> Option<String> {
@@ -42,19 +42,13 @@ fn broker() -> Option<String> {
     }
 }
 
-/// A controller running for one test.
-struct Running {
-    metrics: Arc<Metrics>,
-    stop: watch::Sender<bool>,
-    task: tokio::task::JoinHandle<()>,
+/// The broker requests a running controller counted (`vigil_kafka_broker_requests_total`).
+trait BrokerRequests {
+    fn broker_requests(&self) -> u64;
+    fn broker_requests_where(&self, label: &str) -> u64;
 }
 
-impl Running {
-    async fn stop(self) {
-        let _ = self.stop.send(true);
-        self.task.await.expect("controller task");
-    }
-
+impl BrokerRequests for Running {
     /// Broker requests so far, from `vigil_kafka_broker_requests_total`.
     fn broker_requests(&self) -> u64 {
         self.broker_requests_where("")
@@ -116,13 +110,7 @@ impl World {
     /// side by side and each controller must leave the others' Topics alone).
     fn controller_with_client(&self, mut settings: Settings, client: kube::Client) -> Running {
         settings.namespaces = Some([self.env.namespace().to_owned()].into());
-        let (leading_tx, leading) = watch::channel(Leadership::Leading);
-        let (stop, mut stopped) = watch::channel(false);
-        let metrics = Metrics::new();
-        let registry = metrics.clone();
-        let task = tokio::spawn(async move {
-            let _keep = leading_tx;
-            let watches = SharedWatches::new(client.clone());
+        Running::spawn(client, |client, watches, leading, metrics, shutdown| {
             controller::run(
                 client,
                 watches,
@@ -130,17 +118,9 @@ impl World {
                 leading,
                 metrics,
                 |_| {},
-                async move {
-                    let _ = stopped.wait_for(|s| *s).await;
-                },
+                shutdown,
             )
-            .await;
-        });
-        Running {
-            metrics: registry,
-            stop,
-            task,
-        }
+        })
     }
 
     /// Creates Topic `name` for Kafka topic `kafka` with `extra` merged into its spec.
