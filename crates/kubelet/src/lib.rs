@@ -61,6 +61,9 @@ pub enum KubeletError {
     Register { node: String, source: kube::Error },
 }
 
+/// How long `stop` lets in-flight work finish before cancelling it.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
 /// A running simulated kubelet.
 pub struct Kubelet {
     config: KubeletConfig,
@@ -159,8 +162,15 @@ impl Kubelet {
     /// Stops the kubelet; the Node stays registered.
     pub async fn stop(mut self) {
         let _ = self.stop.send(true);
-        for t in self.tasks.drain(..) {
-            let _ = t.await;
+        for mut task in self.tasks.drain(..) {
+            // kube-runtime's graceful shutdown lets in-flight reconciles finish, but it first
+            // waits for the pod cache's initial list — which a shutdown cuts short. A kubelet
+            // stopped before that list arrived (at once after start, on a real API server slower
+            // than the sandbox) would wait forever, so the grace is bounded.
+            if tokio::time::timeout(STOP_GRACE, &mut task).await.is_err() {
+                task.abort();
+                let _ = task.await;
+            }
         }
     }
 

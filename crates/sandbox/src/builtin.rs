@@ -220,6 +220,11 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
         ("", "podtemplates") => {
             validate_containers(obj.pointer("/template/spec"), "template.spec", &mut errors)
         }
+        ("events.k8s.io", "events") => {
+            if let Some(old) = old {
+                validate_event_update(obj, old, &mut errors);
+            }
+        }
         ("discovery.k8s.io", "endpointslices")
             if obj.get("addressType").and_then(Value::as_str).is_none() =>
         {
@@ -228,6 +233,36 @@ pub fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<Fi
         _ => {}
     }
     errors
+}
+
+/// An update through events.k8s.io/v1 may change only metadata and the series, as the real
+/// server's `ValidateEventUpdate` allows; core/v1 updates are free. The object is in its
+/// stored (core/v1) shape here, and the paths are the ones the real server reports: core
+/// names (`message`, not `note`), but `reportingController`.
+fn validate_event_update(obj: &Value, old: &Value, errors: &mut Vec<FieldError>) {
+    for (stored, path) in [
+        ("action", "action"),
+        ("reason", "reason"),
+        ("message", "message"),
+        ("source", "source"),
+        ("related", "related"),
+        ("involvedObject", "involvedObject"),
+        ("reportingComponent", "reportingController"),
+        ("reportingInstance", "reportingInstance"),
+        ("type", "type"),
+        ("eventTime", "eventTime"),
+        ("count", "count"),
+        ("firstTimestamp", "firstTimestamp"),
+        ("lastTimestamp", "lastTimestamp"),
+    ] {
+        if obj.get(stored) != old.get(stored) {
+            errors.push(FieldError::invalid(
+                path,
+                obj.get(stored).unwrap_or(&Value::Null),
+                "field is immutable",
+            ));
+        }
+    }
 }
 
 fn validate_containers(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldError>) {

@@ -893,6 +893,8 @@ fn pod_grace_period(info: &ResourceInfo, pod: &Value, opts: &DeleteOptions) -> O
     )
 }
 
+/// Delete preconditions, checked as the real server's `rest.BeforeDelete` does: its conflict
+/// names the kind, not the resource (`Operation cannot be fulfilled on ConfigMap "x"`).
 fn check_preconditions(
     info: &ResourceInfo,
     old: &Stored,
@@ -904,10 +906,11 @@ fn check_preconditions(
         if uid != actual {
             return Err(ApiError::conflict(
                 &info.group,
-                &info.resource,
+                &info.kind,
                 name,
                 &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {actual}"
+                    "the UID in the precondition ({uid}) does not match the UID in record \
+                     ({actual}). The object might have been deleted and then recreated"
                 ),
             ));
         }
@@ -917,10 +920,11 @@ fn check_preconditions(
         if rv != actual {
             return Err(ApiError::conflict(
                 &info.group,
-                &info.resource,
+                &info.kind,
                 name,
                 &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {actual}"
+                    "the ResourceVersion in the precondition ({rv}) does not match the \
+                     ResourceVersion in record ({actual}). The object might have been modified"
                 ),
             ));
         }

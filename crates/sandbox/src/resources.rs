@@ -280,6 +280,11 @@ impl Registry {
             .cloned()
     }
 
+    /// Whether any version of `group` is served (the core group is "").
+    pub fn serves_group(&self, group: &str) -> bool {
+        self.by_gvr.keys().any(|(g, _, _)| g == group)
+    }
+
     /// The resources of one group version, sorted by name.
     pub fn resources_of(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
         self.by_gvr

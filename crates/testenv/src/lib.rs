@@ -12,6 +12,7 @@
 
 mod requests;
 mod wait;
+mod watchdog;
 mod workloads;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +27,7 @@ pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client
 pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
 pub use vigil_sandbox;
 pub use wait::{WaitError, wait_for};
+pub use watchdog::{DEFAULT_LIMIT as WATCHDOG_DEFAULT_LIMIT, WATCHDOG_ENV, Watchdog};
 pub use workloads::{SETTLE_TIMEOUT, WorkloadError};
 
 use vigil_kubelet::Kubelet;
@@ -90,6 +92,8 @@ pub struct TestEnv {
     kubeconfig_file: Option<PathBuf>,
     kubelet: Option<Kubelet>,
     cleaned: bool,
+    /// Ends the test binary, naming the test, if the test holds this environment too long.
+    _watchdog: Option<Watchdog>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -109,6 +113,7 @@ impl TestEnv {
 
     /// Like [`TestEnv::start`], with options.
     pub async fn start_with(options: TestEnvOptions) -> Result<Self, TestEnvError> {
+        let watchdog = Watchdog::arm();
         let (backend, kubeconfig_text) =
             match std::env::var_os(KUBECONFIG_ENV).filter(|v| !v.is_empty()) {
                 Some(path) => {
@@ -150,6 +155,7 @@ impl TestEnv {
             kubeconfig_file: None,
             kubelet,
             cleaned: false,
+            _watchdog: watchdog,
         })
     }
 

@@ -443,18 +443,54 @@ async fn core_events_read_as_events_v1() {
         Some("2024-05-01T10:05:00Z".to_owned())
     );
 
-    // Updates through one API show through the other.
-    let patch = json!({"note": "changed"});
-    env.api::<Event>()
-        .patch("legacy", &PatchParams::default(), &Patch::Merge(&patch))
+    // Updates through one API show through the other; events.k8s.io keeps what happened
+    // immutable (the error names the stored, core field), core/v1 does not.
+    let err = env
+        .api::<Event>()
+        .patch(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"note": "changed"})),
+        )
         .await
-        .expect("patch via events.k8s.io");
-    let core = env
-        .api::<CoreEvent>()
+        .expect_err("the note is immutable through events.k8s.io");
+    match err {
+        kube::Error::Api(s) => {
+            assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+            assert!(
+                s.message
+                    .contains("message: Invalid value: \"changed\": field is immutable"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("expected a 422, got {other:?}"),
+    }
+    env.api::<Event>()
+        .patch(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"series": {
+                "count": 4, "lastObservedTime": "2024-05-01T10:06:00.000000Z"
+            }})),
+        )
+        .await
+        .expect("the series may change through events.k8s.io");
+    env.api::<CoreEvent>()
+        .patch(
+            "legacy",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"message": "changed"})),
+        )
+        .await
+        .expect("patch via core");
+    let modern = env
+        .api::<Event>()
         .get("legacy")
         .await
-        .expect("get via core");
-    assert_eq!(core.message.as_deref(), Some("changed"));
+        .expect("get via events.k8s.io");
+    assert_eq!(modern.note.as_deref(), Some("changed"));
+    assert_eq!(modern.series.map(|s| s.count), Some(4));
     let listed = env
         .api::<Event>()
         .list(&Default::default())

@@ -217,10 +217,18 @@ async fn delete_preconditions_must_match() {
         ..DeleteParams::default()
     };
     let status = expect_status(api.delete("guarded", &wrong_uid).await, 409, "Conflict");
+    // As the real server's `rest.BeforeDelete` words it: the kind, not the resource.
     assert!(
         status
             .message
-            .contains("Precondition failed: UID in precondition"),
+            .starts_with("Operation cannot be fulfilled on ConfigMap \"guarded\": "),
+        "message: {}",
+        status.message
+    );
+    assert!(
+        status
+            .message
+            .contains("the UID in the precondition (00000000-0000-0000-0000-000000000000) does not match the UID in record"),
         "message: {}",
         status.message
     );
@@ -244,7 +252,7 @@ async fn delete_preconditions_must_match() {
     assert!(
         status
             .message
-            .contains("Precondition failed: ResourceVersion in precondition"),
+            .contains("the ResourceVersion in the precondition"),
         "message: {}",
         status.message
     );

@@ -210,13 +210,13 @@ pub async fn delete_crd(client: &kube::Client, name: &str) {
 pub const EVENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Polls `check` every 50 ms until it returns `true`; panics naming `what` after `timeout`
-/// (at most 10 s).
+/// (at most 60 s).
 pub async fn wait_until<F, Fut>(timeout: std::time::Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let timeout = timeout.min(std::time::Duration::from_secs(10));
+    let timeout = timeout.min(std::time::Duration::from_secs(60));
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         if check().await {

@@ -196,12 +196,14 @@ fn dispatch(
             StatusCode::OK,
             &discovery::groups(&app.store.read().registry),
         )),
-        Endpoint::Group(g) => {
-            let doc = discovery::group(&app.store.read().registry, &g)
-                .ok_or_else(ApiError::unknown_resource)?;
-            Ok(value_response(StatusCode::OK, &doc))
-        }
+        Endpoint::Group(g) => match discovery::group(&app.store.read().registry, &g) {
+            Some(doc) => Ok(value_response(StatusCode::OK, &doc)),
+            None => Ok(page_not_found()),
+        },
         Endpoint::GroupVersion { group, version } => {
+            if !serves_group(app, &group) {
+                return Ok(page_not_found());
+            }
             let doc = discovery::resource_list(&app.store.read().registry, &group, &version)
                 .ok_or_else(ApiError::unknown_resource)?;
             Ok(value_response(StatusCode::OK, &doc))
@@ -211,15 +213,44 @@ fn dispatch(
             &openapi::root(&app.store.read().registry),
         )),
         Endpoint::OpenApiV3GroupVersion { group, version } => {
-            let mut doc = openapi::group_version(&app.store.read().registry, &group, &version)
-                .ok_or_else(ApiError::unknown_resource)?;
+            let Some(mut doc) =
+                openapi::group_version(&app.store.read().registry, &group, &version)
+            else {
+                // The real server's OpenAPI handler answers an unknown group version with an
+                // empty 404.
+                let mut r = Response::new(Body::empty());
+                *r.status_mut() = StatusCode::NOT_FOUND;
+                return Ok(r);
+            };
             // The same version `/version` reports, so clients that read either agree.
             doc["info"]["version"] = app.version["gitVersion"].clone();
             Ok(value_response(StatusCode::OK, &doc))
         }
-        Endpoint::Unknown => Err(ApiError::unknown_resource()),
+        Endpoint::Unknown => Ok(page_not_found()),
+        Endpoint::UnknownInGroup(group) if !serves_group(app, &group) => Ok(page_not_found()),
+        Endpoint::UnknownInGroup(_) => Err(ApiError::unknown_resource()),
+        Endpoint::Resource(rp) if !serves_group(app, &rp.group) => Ok(page_not_found()),
         Endpoint::Resource(rp) => resource(app, method, &rp, query, headers, body),
     }
+}
+
+/// Whether `group` is served at all: the real server's API handlers exist per group, so a path
+/// under a group it does not serve (a CRD's group once the CRD is gone) falls through to the
+/// mux's plain-text `404 page not found`, while an unknown resource or version of a served group
+/// is a `Status`.
+fn serves_group(app: &App, group: &str) -> bool {
+    group.is_empty() || app.store.read().registry.serves_group(group)
+}
+
+/// The plain-text 404 of the real server's HTTP mux, for paths no API handler serves.
+fn page_not_found() -> Response {
+    let mut r = Response::new(Body::from("404 page not found\n"));
+    *r.status_mut() = StatusCode::NOT_FOUND;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 fn lookup(app: &App, rp: &ResourcePath) -> Result<Arc<ResourceInfo>, ApiError> {

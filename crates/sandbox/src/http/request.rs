@@ -33,6 +33,8 @@ pub enum Endpoint {
         version: String,
     },
     Resource(ResourcePath),
+    /// A path under a group's prefix that names nothing that group serves.
+    UnknownInGroup(String),
     Unknown,
 }
 
@@ -127,7 +129,7 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Endpoint {
             path.name = Some(owned(name));
             path.subresource = Some(owned(sub));
         }
-        _ => return Endpoint::Unknown,
+        _ => return Endpoint::UnknownInGroup(path.group),
     }
     Endpoint::Resource(path)
 }
@@ -406,7 +408,11 @@ mod tests {
         let r = res("/api/v1/watch/namespaces/a/configmaps");
         assert!(r.legacy_watch);
         assert_eq!(parse_path("/apis/apps"), Endpoint::Group("apps".into()));
-        assert_eq!(parse_path("/api/v1/a/b/c/d"), Endpoint::Unknown);
+        assert_eq!(
+            parse_path("/api/v1/a/b/c/d"),
+            Endpoint::UnknownInGroup(String::new())
+        );
+        assert_eq!(parse_path("/metrics/x"), Endpoint::Unknown);
     }
 
     #[test]
