@@ -17,7 +17,6 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event as EventV1;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -360,28 +359,9 @@ impl World {
 
 /// Creates the CRD (once) and waits until it is served.
 async fn install_crd(env: &TestEnv) {
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
-    match crds
-        .create(&PostParams::default(), &ConfigMapSync::crd())
+    vigil_testenv::install_crd(&env.client(), &ConfigMapSync::crd())
         .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    wait_for(
-        "the ConfigMapSync CRD to be served",
-        SETTLE_TIMEOUT,
-        || async {
-            let api: Api<ConfigMapSync> = env.api();
-            api.list(&Default::default())
-                .await
-                .map(|_| Some(()))
-                .map_err(|e| e.to_string())
-        },
-    )
-    .await
-    .expect("CRD served");
+        .expect("ConfigMapSync CRD served");
 }
 
 fn as_map(data: &[(&str, &str)]) -> BTreeMap<String, String> {

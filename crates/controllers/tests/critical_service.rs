@@ -19,7 +19,6 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, PodTemplate, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event as EventV1;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
@@ -126,28 +125,9 @@ impl Running {
 
 /// Creates the CRD (once) and waits until it is served.
 async fn install_crd(env: &TestEnv) {
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
-    match crds
-        .create(&PostParams::default(), &CriticalService::crd())
+    vigil_testenv::install_crd(&env.client(), &CriticalService::crd())
         .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    wait_for(
-        "the CriticalService CRD to be served",
-        SETTLE_TIMEOUT,
-        || async {
-            let api: Api<CriticalService> = Api::all(env.client());
-            api.list(&Default::default())
-                .await
-                .map(|_| Some(()))
-                .map_err(|e| e.to_string())
-        },
-    )
-    .await
-    .expect("CRD served");
+        .expect("CriticalService CRD served");
 }
 
 /// Runs the controller for this test's namespace.

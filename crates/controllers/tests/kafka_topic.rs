@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event as EventV1;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -329,21 +328,9 @@ fn config_of(config: &BTreeMap<String, Option<String>>, key: &str) -> Option<Str
 }
 
 async fn install_crd(env: &TestEnv) {
-    let crds: Api<CustomResourceDefinition> = Api::all(env.client());
-    match crds.create(&PostParams::default(), &Topic::crd()).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD: {e}"),
-    }
-    wait_for("the Topic CRD to be served", SETTLE_TIMEOUT, || async {
-        let api: Api<Topic> = env.api();
-        api.list(&Default::default())
-            .await
-            .map(|_| Some(()))
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .expect("CRD served");
+    vigil_testenv::install_crd(&env.client(), &Topic::crd())
+        .await
+        .expect("Topic CRD served");
 }
 
 /// Whether the broker implements CreatePartitions (Tansu does not).

@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+mod crds;
 mod requests;
 mod wait;
 mod watchdog;
@@ -18,11 +19,12 @@ mod workloads;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{DeleteParams, PostParams};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
+pub use crds::{CrdError, install_crd, wait_until_served};
 pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
 pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
 pub use vigil_sandbox;
@@ -92,6 +94,9 @@ pub struct TestEnv {
     kubeconfig_file: Option<PathBuf>,
     kubelet: Option<Kubelet>,
     cleaned: bool,
+    /// Cluster-scoped objects the test made, deleted with the namespace (see
+    /// [`TestEnv::delete_on_cleanup`]).
+    cluster_scoped: std::sync::Mutex<Vec<(ApiResource, String)>>,
     /// Ends the test binary, naming the test, if the test holds this environment too long.
     _watchdog: Option<Watchdog>,
 }
@@ -155,6 +160,7 @@ impl TestEnv {
             kubeconfig_file: None,
             kubelet,
             cleaned: false,
+            cluster_scoped: std::sync::Mutex::new(Vec::new()),
             _watchdog: watchdog,
         })
     }
@@ -216,12 +222,29 @@ impl TestEnv {
         self.kubelet.as_ref().map(Kubelet::node_name)
     }
 
+    /// Has `cleanup` (or, after a panic, the drop) delete a cluster-scoped object the test
+    /// made: the namespace takes only namespaced objects with it, and on a shared cluster a
+    /// leftover (a StatusBackupPolicy, say) would act on the tests that come after.
+    pub fn delete_on_cleanup(&self, resource: &ApiResource, name: &str) {
+        if let Ok(mut list) = self.cluster_scoped.lock() {
+            list.push((resource.clone(), name.to_owned()));
+        }
+    }
+
+    fn take_cluster_scoped(&self) -> Vec<(ApiResource, String)> {
+        self.cluster_scoped
+            .lock()
+            .map(|mut list| std::mem::take(&mut *list))
+            .unwrap_or_default()
+    }
+
     /// Deletes the test namespace (and, on the sandbox, stops the server).
     pub async fn cleanup(mut self) {
         self.cleaned = true;
         if let Some(kubelet) = self.kubelet.take() {
             kubelet.stop_and_deregister().await;
         }
+        delete_cluster_scoped(&self.client, self.take_cluster_scoped()).await;
         delete_namespace(&self.client, &self.namespace).await;
         self.remove_kubeconfig_file();
         if let Backend::Sandbox(sandbox) = std::mem::replace(&mut self.backend, Backend::Cluster) {
@@ -248,6 +271,7 @@ impl Drop for TestEnv {
         let text = self.kubeconfig_text.clone();
         let namespace = self.namespace.clone();
         let node = self.kubelet.take().map(|k| k.node_name().to_owned());
+        let cluster_scoped = self.take_cluster_scoped();
         let worker = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -260,6 +284,7 @@ impl Drop for TestEnv {
                     .await
                     .and_then(|c| Ok(Client::try_from(c)?))
                 {
+                    delete_cluster_scoped(&client, cluster_scoped).await;
                     delete_namespace(&client, &namespace).await;
                     if let Some(node) = node {
                         Kubelet::deregister(&client, &node).await;
@@ -303,6 +328,17 @@ async fn create_namespace(client: &Client) -> Result<String, TestEnvError> {
         .await
         .map_err(TestEnvError::Namespace)?;
     Ok(name)
+}
+
+async fn delete_cluster_scoped(client: &Client, objects: Vec<(ApiResource, String)>) {
+    for (resource, name) in objects {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        if let Err(e) = api.delete(&name, &DeleteParams::background()).await
+            && !matches!(&e, kube::Error::Api(s) if s.code == 404)
+        {
+            tracing::warn!(%name, error = %e, "could not delete a test's cluster-scoped object");
+        }
+    }
 }
 
 async fn delete_namespace(client: &Client, namespace: &str) {

@@ -35,6 +35,8 @@ pub enum Bench {
     KubernetesCluster(crate::bench_kubernetes_cluster::KubernetesClusterBench),
     /// KafkaTopic: time to Ready for 500 topics, broker requests in steady state, deletion.
     KafkaTopic(crate::bench_kafka_topic::KafkaTopicBench),
+    /// The sandbox beside kube-apiserver 1.28 (../shared/kube): start to ready, one fixed workload.
+    Fidelity(crate::bench_fidelity::FidelityBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +73,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
         Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
         Bench::KafkaTopic(args) => crate::bench_kafka_topic::run(args).await,
+        Bench::Fidelity(args) => crate::bench_fidelity::run(args).await,
     }
 }
 

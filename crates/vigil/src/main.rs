@@ -7,6 +7,7 @@ mod bench_configmap_sync;
 mod bench_critical_service;
 mod bench_critical_service_scale;
 mod bench_endpoints;
+mod bench_fidelity;
 mod bench_kafka_topic;
 mod bench_kubernetes_cluster;
 mod bench_status_restore;

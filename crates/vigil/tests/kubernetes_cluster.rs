@@ -33,7 +33,7 @@ use vigil_runtime::conditions;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
-use vigil_testenv::{RbacAttributes, SETTLE_TIMEOUT, TestEnv, wait_for};
+use vigil_testenv::{RbacAttributes, TestEnv, wait_for};
 
 /// Provisioning a real sandbox process, upgrades included, takes a few seconds.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -318,22 +318,9 @@ fn message<'a>(c: &'a KubernetesCluster, type_: &str) -> &'a str {
 }
 
 async fn install_crd(client: &Client, crd: CustomResourceDefinition) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let name = crd.name_any();
-    match crds.create(&PostParams::default(), &crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => panic!("create CRD {name}: {e}"),
-    }
-    wait_for("the CRD to be served", SETTLE_TIMEOUT, || async {
-        let api: Api<KubernetesCluster> = Api::all(client.clone());
-        api.list(&Default::default())
-            .await
-            .map(|_| Some(()))
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .expect("CRD served");
+    vigil_testenv::install_crd(client, &crd)
+        .await
+        .expect("CRD served");
 }
 
 async fn reference(config: ReferenceConfig) -> ReferenceProvider {
@@ -723,6 +710,10 @@ async fn reapplied_from_git_the_status_comes_back_and_the_same_cluster_is_adopte
         .create(&PostParams::default(), &policy)
         .await
         .expect("create policy");
+    w.env.delete_on_cleanup(
+        &kube::api::ApiResource::erase::<StatusBackupPolicy>(&()),
+        &policy_name,
+    );
 
     let mut orphan = on_bank();
     orphan["deletionPolicy"] = json!("Orphan");
@@ -787,12 +778,13 @@ async fn reapplied_from_git_the_status_comes_back_and_the_same_cluster_is_adopte
         "the same cluster"
     );
     assert_eq!(status.api_server_url, first_status.api_server_url);
-    assert!(
-        back.annotations()
-            .contains_key("vigil.dev/status-restored-from"),
-        "the status came from the vault: {:?}",
-        back.annotations()
-    );
+    // The vault writes the status, then its annotation: wait for both (a real server's
+    // latency lets a reader see the first write alone).
+    w.wait("git", "the restore to be annotated", CLUSTER_TIMEOUT, |c| {
+        c.annotations()
+            .contains_key("vigil.dev/status-restored-from")
+    })
+    .await;
     assert_eq!(
         provider.create_requests(&identity_key("git")),
         1,
