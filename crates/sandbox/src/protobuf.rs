@@ -709,6 +709,11 @@ static KINDS: &[(&str, &str, &Message)] = &[
 ];
 
 fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
+    // meta/v1 DeleteOptions is registered in every group version, so a typed client of any group
+    // (or the generic `meta.k8s.io/v1`) may name it; the message is the same everywhere.
+    if kind == "DeleteOptions" {
+        return Some(&DELETE_OPTIONS);
+    }
     KINDS
         .iter()
         .find(|(version, name, _)| *version == api_version && *name == kind)
@@ -769,6 +774,25 @@ static LABEL_SELECTOR_REQUIREMENT: Message = Message {
         req(2, "operator", Str),
         rep(3, "values", Str),
     ],
+};
+
+/// The body client-go sends with DELETE and deletecollection (Helm's release-Secret purge, `kubectl
+/// drain --disable-eviction`, every typed `Delete`/`DeleteCollection` call).
+static DELETE_OPTIONS: Message = Message {
+    name: "DeleteOptions",
+    fields: &[
+        ptr(1, "gracePeriodSeconds", I64),
+        msg(2, "preconditions", &PRECONDITIONS),
+        ptr(3, "orphanDependents", Bool),
+        ptr(4, "propagationPolicy", Str),
+        rep(5, "dryRun", Str),
+        ptr(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
+    ],
+};
+
+static PRECONDITIONS: Message = Message {
+    name: "Preconditions",
+    fields: &[ptr(1, "uid", Str), ptr(2, "resourceVersion", Str)],
 };
 
 static CONDITION: Message = Message {
@@ -2379,5 +2403,78 @@ mod tests {
         let body = parts.concat();
         let want: Value = serde_json::from_str(r#"{"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": {"name": "agg"}, "rules": null, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"foo": "bar"}}]}}"#).unwrap_or_default();
         assert_eq!(ok(&body), want);
+    }
+
+    /// Bytes Helm v4.1.4 (client-go v1.35) sent with each DELETE of a release Secret during
+    /// `helm uninstall`, captured between Helm and a v1.28 kube-apiserver: an empty DeleteOptions.
+    #[test]
+    fn real_helm_delete_options_bytes() {
+        let body = b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x00\x1a\x00\"\x00";
+        assert_eq!(
+            ok(body),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions"})
+        );
+    }
+
+    #[test]
+    fn delete_options_with_every_field() {
+        let raw = Enc::new()
+            .int(1, 30)
+            .msg(2, Enc::new().str(1, "uid-1").str(2, "42"))
+            .bool(3, false)
+            .str(4, "Foreground")
+            .str(5, "All")
+            .bool(6, false);
+        // Typed clients of other groups name their own group version; the message is the same.
+        let got = ok(&envelope("apps/v1", "DeleteOptions", raw));
+        assert_eq!(
+            got,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "DeleteOptions",
+                "gracePeriodSeconds": 30,
+                "preconditions": {"uid": "uid-1", "resourceVersion": "42"},
+                "orphanDependents": false,
+                "propagationPolicy": "Foreground",
+                "dryRun": ["All"],
+                "ignoreStoreReadErrorWithClusterBreakingPotential": false
+            })
+        );
+    }
+
+    /// Bytes Helm v4.1.4 PUT to `secrets/sh.helm.release.v1.t1.v1` (its release record) during
+    /// `helm upgrade`, captured between Helm and a v1.28 kube-apiserver.
+    #[test]
+    fn real_helm_release_secret_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\xcc\x06\x0a\x7f\x0a\x18sh.helm.relea",
+            b"se.v1.t1.v1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00Z\x18\x0a\x0amodifiedAt\x12",
+            b"\x0a1795609912Z\x0a\x0a\x04name\x12\x02t1Z\x0d\x0a\x05owner\x12\x04helmZ\x12\x0a",
+            b"\x06status\x12\x08deployedZ\x0c\x0a\x07version\x12\x011\x12\xb4\x05\x0a\x07relea",
+            b"se\x12\xa8\x05H4sIAAAAAAAC/5RSXU/bMBT9K9Hda1Jst4HFEg9rRiFiExorLc0yIZM4iak/otgpZI",
+            b"j/PiWIdhMP06T7YF/pnnvuOecZNFMcKDgMPghdGqDPUIrWuruCN9L0vAAKBJHjAOOAhEtM6BTTkEwwim",
+            b"aziKBpCj5I9p8DBbd5KxonjAYKibaOSenlRjWSOw4+WMdcZ4HCHvXFh7xmrRsYKu5YwRwb3m8XCN2DDz",
+            b"ve2ldQNMETBD6wRqz2zR0ZcKTJt0B1J6UPjqtGMsct0B8HsLfmUa4mPVNyoDzug83tvFmpVZ8Tubt/MF",
+            b"XxcHbJiOzSz6b6RqIuVVIv14vHWGFZnC+2m9vr+qoyVXIe1vfrm+PkomhydeM2BF2m5wu0WZrLJJ7XV2",
+            b"J+wvtP3UotbLFe/fqizqoynm/TdVoX6yeUxMlTIuYfk4sFvp9ey+QCR3F1ego+KFM4MfJ+p/ssnExRdI",
+            b"IjMgtTePnpw47Jbjj29Xqb11yxv38HOIQQDsZaIkTHGswrhTwg/Gt5iNExnqWD7IppUXLrgEIQBJn+4H",
+            b"03XZtz6g3mHb0TPdMH76i3w5neCl1QLza6FNVX1mT6LQg00543mEe9R9HyIFeZ3vcZ9TLAGWT6z4Bgf3",
+            b"TbNiwf2L+OscZ1LR9T08j+TnFXmyHQ1jJ4+R0AAP//WuA6Si4DAAA=\x1a\x12helm.sh/release.v1",
+            b"\x1a\x00\"\x00",
+        ];
+        let got = ok(&parts.concat());
+        assert_eq!(got["kind"], "Secret");
+        assert_eq!(got["type"], "helm.sh/release.v1");
+        assert_eq!(got["metadata"]["name"], "sh.helm.release.v1.t1.v1");
+        assert_eq!(
+            got["metadata"]["labels"],
+            json!({"modifiedAt": "1795609912", "name": "t1", "owner": "helm", "status": "deployed", "version": "1"})
+        );
+        // Helm's payload is base64 text of a gzip stream; JSON carries those bytes base64 again.
+        let release = got["data"]["release"].as_str().unwrap_or_default();
+        let inner = base64::engine::general_purpose::STANDARD
+            .decode(release)
+            .unwrap_or_default();
+        assert!(inner.starts_with(b"H4sI"), "release payload: {release}");
     }
 }
