@@ -2781,6 +2781,17 @@ mod tests {
         );
     }
 
+    /// Bytes kubectl v1.33 sent with each pod DELETE of
+    /// `kubectl drain NODE --disable-eviction --grace-period=1` (captured): gracePeriodSeconds only.
+    #[test]
+    fn real_kubectl_drain_delete_options_bytes() {
+        let body = b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x02\x08\x01\x1a\x00\"\x00";
+        assert_eq!(
+            ok(body),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1})
+        );
+    }
+
     #[test]
     fn delete_options_with_every_field() {
         let raw = Enc::new()
