@@ -248,6 +248,13 @@ pub fn group_version(registry: &Registry, group: &str, version: &str) -> Option<
             None => (None, None),
         };
         let (item, list) = (item.as_deref(), list.as_deref());
+        if info.namespaced {
+            // The list across all namespaces, as the real server documents it.
+            paths.insert(
+                format!("/{prefix}/{}", info.resource),
+                json!({"get": operation(info, "list", None, list)}),
+            );
+        }
         paths.insert(
             format!("/{prefix}{scope}/{}", info.resource),
             json!({"get": operation(info, "list", None, list), "post": operation(info, "post", item, item)}),
@@ -394,6 +401,7 @@ mod tests {
             doc["paths"]["/apis/example.com/v1/namespaces/{namespace}/widgets/{name}/status"]
                 .is_object()
         );
+        assert!(doc["paths"]["/apis/example.com/v1/widgets"]["get"].is_object());
     }
 
     #[test]
