@@ -1027,8 +1027,7 @@ static POD_TEMPLATE_SPEC: Message = Message {
     fields: &[msg(1, "metadata", &OBJECT_META), msg(2, "spec", &POD_SPEC)],
 };
 
-/// Unsupported (error if present): affinity (18), hostAliases (23), dnsConfig (26),
-/// topologySpreadConstraints (33), ephemeralContainers (34), workloadRef (42).
+/// Unsupported (error if present): ephemeralContainers (34), workloadRef (42).
 static POD_SPEC: Message = Message {
     name: "PodSpec",
     fields: &[
@@ -1052,8 +1051,16 @@ static POD_SPEC: Message = Message {
         rep(15, "imagePullSecrets", m(&LOCAL_OBJECT_REFERENCE)),
         opt(16, "hostname", Str),
         opt(17, "subdomain", Str),
+        msg(18, "affinity", &AFFINITY),
         opt(19, "schedulerName", Str),
         rep(22, "tolerations", m(&TOLERATION)),
+        rep(23, "hostAliases", m(&HOST_ALIAS)),
+        msg(26, "dnsConfig", &POD_DNS_CONFIG),
+        rep(
+            33,
+            "topologySpreadConstraints",
+            m(&TOPOLOGY_SPREAD_CONSTRAINT),
+        ),
         opt(24, "priorityClassName", Str),
         ptr(25, "priority", I32),
         rep(28, "readinessGates", m(&POD_READINESS_GATE)),
@@ -1578,6 +1585,136 @@ static CSI_VOLUME_SOURCE: Message = Message {
         ptr(3, "fsType", Str),
         map(4, "volumeAttributes", Str),
         msg(5, "nodePublishSecretRef", &LOCAL_OBJECT_REFERENCE),
+    ],
+};
+
+static AFFINITY: Message = Message {
+    name: "Affinity",
+    fields: &[
+        msg(1, "nodeAffinity", &NODE_AFFINITY),
+        msg(2, "podAffinity", &POD_AFFINITY),
+        msg(3, "podAntiAffinity", &POD_ANTI_AFFINITY),
+    ],
+};
+
+static NODE_AFFINITY: Message = Message {
+    name: "NodeAffinity",
+    fields: &[
+        msg(
+            1,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            &NODE_SELECTOR,
+        ),
+        rep(
+            2,
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            m(&PREFERRED_SCHEDULING_TERM),
+        ),
+    ],
+};
+
+/// `nodeSelectorTerms` has no `omitempty` upstream, hence `null` when empty.
+static NODE_SELECTOR: Message = Message {
+    name: "NodeSelector",
+    fields: &[rep_null(1, "nodeSelectorTerms", m(&NODE_SELECTOR_TERM))],
+};
+
+static NODE_SELECTOR_TERM: Message = Message {
+    name: "NodeSelectorTerm",
+    fields: &[
+        rep(1, "matchExpressions", m(&NODE_SELECTOR_REQUIREMENT)),
+        rep(2, "matchFields", m(&NODE_SELECTOR_REQUIREMENT)),
+    ],
+};
+
+static NODE_SELECTOR_REQUIREMENT: Message = Message {
+    name: "NodeSelectorRequirement",
+    fields: &[
+        req(1, "key", Str),
+        req(2, "operator", Str),
+        rep(3, "values", Str),
+    ],
+};
+
+static PREFERRED_SCHEDULING_TERM: Message = Message {
+    name: "PreferredSchedulingTerm",
+    fields: &[
+        req(1, "weight", I32),
+        msg(2, "preference", &NODE_SELECTOR_TERM),
+    ],
+};
+
+static POD_AFFINITY: Message = Message {
+    name: "PodAffinity",
+    fields: &[
+        rep(
+            1,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            m(&POD_AFFINITY_TERM),
+        ),
+        rep(
+            2,
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            m(&WEIGHTED_POD_AFFINITY_TERM),
+        ),
+    ],
+};
+
+static POD_ANTI_AFFINITY: Message = Message {
+    name: "PodAntiAffinity",
+    fields: POD_AFFINITY.fields,
+};
+
+static POD_AFFINITY_TERM: Message = Message {
+    name: "PodAffinityTerm",
+    fields: &[
+        msg(1, "labelSelector", &LABEL_SELECTOR),
+        rep(2, "namespaces", Str),
+        req(3, "topologyKey", Str),
+        msg(4, "namespaceSelector", &LABEL_SELECTOR),
+        rep(5, "matchLabelKeys", Str),
+        rep(6, "mismatchLabelKeys", Str),
+    ],
+};
+
+static WEIGHTED_POD_AFFINITY_TERM: Message = Message {
+    name: "WeightedPodAffinityTerm",
+    fields: &[
+        req(1, "weight", I32),
+        msg(2, "podAffinityTerm", &POD_AFFINITY_TERM),
+    ],
+};
+
+static HOST_ALIAS: Message = Message {
+    name: "HostAlias",
+    fields: &[req(1, "ip", Str), rep(2, "hostnames", Str)],
+};
+
+static POD_DNS_CONFIG: Message = Message {
+    name: "PodDNSConfig",
+    fields: &[
+        rep(1, "nameservers", Str),
+        rep(2, "searches", Str),
+        rep(3, "options", m(&POD_DNS_CONFIG_OPTION)),
+    ],
+};
+
+static POD_DNS_CONFIG_OPTION: Message = Message {
+    name: "PodDNSConfigOption",
+    fields: &[opt(1, "name", Str), ptr(2, "value", Str)],
+};
+
+static TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
+    name: "TopologySpreadConstraint",
+    fields: &[
+        req(1, "maxSkew", I32),
+        req(2, "topologyKey", Str),
+        req(3, "whenUnsatisfiable", Str),
+        msg(4, "labelSelector", &LABEL_SELECTOR),
+        ptr(5, "minDomains", I32),
+        ptr(6, "nodeAffinityPolicy", Str),
+        ptr(7, "nodeTaintsPolicy", Str),
+        rep(8, "matchLabelKeys", Str),
     ],
 };
 
@@ -2973,5 +3110,35 @@ mod tests {
                 "target": {"kind": "Node", "name": "node-1"}
             })
         );
+    }
+
+    /// Bytes kubectl v1.33 POSTed to a v1.28 kube-apiserver (captured between them) for
+    /// `kubectl create job j2 --from=cronjob/cj`, where the CronJob's pod template has node, pod
+    /// and anti-affinity, topology spread constraints, host aliases and a DNS config.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus
+    /// `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_job_with_affinity_spread_aliases_and_dns_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\xe8\x04\x0a\x89\x01\x0a\x02j2\x12",
+            b"\x00\x1a\x09wire-cap4\"\x00*\x002\x008\x00B\x00b+\x0a!cronjob.kubernetes.io/inst",
+            b"antiate\x12\x06manualj?\x0a\x07CronJob\x1a\x02cj\"$1101d690-d113-46f8-a5d3-03e47",
+            b"fa8dbd7*\x08batch/v10\x01\x12\xcf\x032\xcc\x03\x0a\x10\x0a\x00\x12\x00\x1a\x00\"",
+            b"\x00*\x002\x008\x00B\x00\x12\xb7\x03\x12@\x0a\x03app\x12\x07busybox*\x00B\x00j",
+            b"\x14/dev/termination-logr\x06Always\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01",
+            b"\x04File\x1a\x05Never \x1e2\x0cClusterFirstB\x00J\x00R\x00X\x00`\x00h\x00r\x00",
+            b"\x82\x01\x00\x8a\x01\x00\x92\x01\x9e\x01\x0aG\x0a/\x0a-\x0a\x0f\x0a\x04disk\x12",
+            b"\x02In\x1a\x03ssd\x12\x1a\x0a\x0dmetadata.name\x12\x05NotIn\x1a\x02n1\x12\x14",
+            b"\x08\x05\x12\x10\x0a\x0e\x0a\x04zone\x12\x06Exists\x121\x0a/\x0a\x0e\x0a\x0c\x0a",
+            b"\x03app\x12\x05cache\x12\x05other\x1a\x16kubernetes.io/hostname\x1a \x12\x1e\x08",
+            b"2\x12\x1a\x0a\x10\x12\x0e\x0a\x03app\x12\x02In\x1a\x03web\x1a\x04zone\"\x00\x9a",
+            b"\x01\x11default-scheduler\xba\x01\x18\x0a\x0810.0.0.1\x12\x02db\x12\x08db.local",
+            b"\xc2\x01\x00\xd2\x01)\x0a\x071.1.1.1\x12\x09svc.local\x1a\x0a\x0a\x05ndots\x12",
+            b"\x012\x1a\x07\x0a\x05edns0\x8a\x02G\x08\x01\x12\x04zone\x1a\x0dDoNotSchedule\"",
+            b"\x0a\x0a\x08\x0a\x03app\x12\x01a(\x022\x05Honor:\x06IgnoreB\x11pod-template-hash",
+            b"\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\"\x00",
+        ];
+        let want: Value = serde_json::from_str(r#"{"kind":"Job","apiVersion":"batch/v1","metadata":{"name":"j2","namespace":"wire-cap4","annotations":{"cronjob.kubernetes.io/instantiate":"manual"},"ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"cj","uid":"1101d690-d113-46f8-a5d3-03e47fa8dbd7","controller":true}]},"spec":{"template":{"metadata":{},"spec":{"containers":[{"name":"app","image":"busybox","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}],"restartPolicy":"Never","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"disk","operator":"In","values":["ssd"]}],"matchFields":[{"key":"metadata.name","operator":"NotIn","values":["n1"]}]}]},"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":5,"preference":{"matchExpressions":[{"key":"zone","operator":"Exists"}]}}]},"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"namespaces":["other"],"topologyKey":"kubernetes.io/hostname"}]},"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":50,"podAffinityTerm":{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In","values":["web"]}]},"topologyKey":"zone","namespaceSelector":{}}}]}},"schedulerName":"default-scheduler","hostAliases":[{"ip":"10.0.0.1","hostnames":["db","db.local"]}],"dnsConfig":{"nameservers":["1.1.1.1"],"searches":["svc.local"],"options":[{"name":"ndots","value":"2"},{"name":"edns0"}]},"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"app":"a"}},"minDomains":2,"nodeAffinityPolicy":"Honor","nodeTaintsPolicy":"Ignore","matchLabelKeys":["pod-template-hash"]}]}}},"status":{}}"#).unwrap_or_default();
+        assert_eq!(ok(&parts.concat()), want);
     }
 }
