@@ -258,6 +258,8 @@ enum Ty {
     I64,
     /// `metav1.Time` {seconds = 1, nanos = 2} → RFC 3339 string; an empty message is the zero time.
     Time,
+    /// `metav1.MicroTime`: the same message, rendered with microseconds (Leases, events.k8s.io).
+    MicroTime,
     /// `resource.Quantity` {string = 1} → JSON string.
     Quantity,
     /// `intstr.IntOrString` {type = 1, intVal = 2, strVal = 3} → JSON number or string.
@@ -351,6 +353,18 @@ const fn time(num: u32, name: &'static str) -> Field {
         name,
         shape: Shape::Single {
             ty: Ty::Time,
+            omit_zero: false,
+        },
+    }
+}
+
+/// `metav1.MicroTime` pointer: omitted when unset, microseconds otherwise.
+const fn micro_time(num: u32, name: &'static str) -> Field {
+    Field {
+        num,
+        name,
+        shape: Shape::Single {
+            ty: Ty::MicroTime,
             omit_zero: false,
         },
     }
@@ -563,7 +577,12 @@ fn decode_value(
             Value::String(base64::engine::general_purpose::STANDARD.encode(read_len(reader, wire)?))
         }
         Bool | I32 | I64 => scalar_json(ty, read_varint(reader, wire)?),
-        Ty::Time => return decode_time(read_len(reader, wire)?).map(|t| t.map(Value::String)),
+        Ty::Time => {
+            return decode_time(read_len(reader, wire)?, false).map(|t| t.map(Value::String));
+        }
+        Ty::MicroTime => {
+            return decode_time(read_len(reader, wire)?, true).map(|t| t.map(Value::String));
+        }
         Quantity => Value::String(decode_quantity(read_len(reader, wire)?)?),
         IntOrString => decode_int_or_string(read_len(reader, wire)?)?,
         Ty::Msg(message) => {
@@ -590,7 +609,7 @@ fn zero_value(ty: Ty) -> Value {
         Str | Bytes => Value::String(String::new()),
         Bool => Value::Bool(false),
         I32 | I64 | IntOrString => Value::from(0),
-        Ty::Time => Value::Null,
+        Ty::Time | Ty::MicroTime => Value::Null,
         Quantity => Value::String("0".to_string()),
         Ty::Msg(_) => Value::Object(Map::new()),
     }
@@ -606,9 +625,9 @@ fn is_zero(value: &Value) -> bool {
     }
 }
 
-/// Decodes `metav1.Time` {seconds int64 = 1, nanos int32 = 2}. metav1.Time marshals the zero time
-/// as an empty message, so empty bytes mean "unset".
-fn decode_time(bytes: &[u8]) -> Result<Option<String>, String> {
+/// Decodes `metav1.Time` or `metav1.MicroTime` {seconds int64 = 1, nanos int32 = 2}. Both marshal
+/// the zero time as an empty message, so empty bytes mean "unset".
+fn decode_time(bytes: &[u8], micro: bool) -> Result<Option<String>, String> {
     if bytes.is_empty() {
         return Ok(None);
     }
@@ -621,11 +640,12 @@ fn decode_time(bytes: &[u8]) -> Result<Option<String>, String> {
             _ => return Err(unknown_field("Time", num)),
         }
     }
-    format_time(seconds, nanos).map(Some)
+    format_time(seconds, nanos, micro).map(Some)
 }
 
-/// Formats like Go's `metav1.Time` JSON: UTC, RFC 3339, whole seconds (fractions are truncated).
-fn format_time(seconds: i64, nanos: i32) -> Result<String, String> {
+/// Formats like Go's `metav1.Time` JSON: UTC, RFC 3339, whole seconds (fractions are truncated);
+/// or, for `metav1.MicroTime`, with six fractional digits (RFC3339Micro).
+fn format_time(seconds: i64, nanos: i32, micro: bool) -> Result<String, String> {
     // Go's time.Unix normalises nanos outside [0, 1e9) into the seconds; do the same.
     let nanos = i64::from(nanos);
     let seconds = seconds
@@ -638,7 +658,12 @@ fn format_time(seconds: i64, nanos: i32) -> Result<String, String> {
     if !(0..=9999).contains(&at.year()) {
         return Err(format!("timestamp year {} outside 0..=9999", at.year()));
     }
-    Ok(at.format("%Y-%m-%dT%H:%M:%SZ").to_string())
+    let layout = if micro {
+        "%Y-%m-%dT%H:%M:%S%.6fZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    Ok(at.format(layout).to_string())
 }
 
 /// Decodes `resource.Quantity` {string = 1}. Go parses the string on decode and rejects an empty one;
@@ -684,7 +709,8 @@ fn decode_int_or_string(bytes: &[u8]) -> Result<Value, String> {
 // Kinds
 // ---------------------------------------------------------------------------------------------
 
-/// The kinds kubectl's typed generators send, by (apiVersion, kind).
+/// The kinds client-go's typed clients send that the sandbox serves or kubectl's generators create,
+/// by (apiVersion, kind).
 static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Namespace", &NAMESPACE),
     ("v1", "ConfigMap", &CONFIG_MAP),
@@ -693,6 +719,10 @@ static KINDS: &[(&str, &str, &Message)] = &[
     ("v1", "Service", &SERVICE),
     ("v1", "Pod", &POD),
     ("v1", "ResourceQuota", &RESOURCE_QUOTA),
+    ("v1", "PodTemplate", &POD_TEMPLATE),
+    ("v1", "Binding", &BINDING),
+    ("apps/v1", "ReplicaSet", &REPLICA_SET),
+    ("coordination.k8s.io/v1", "Lease", &LEASE),
     ("apps/v1", "Deployment", &DEPLOYMENT),
     ("batch/v1", "Job", &JOB),
     ("batch/v1", "CronJob", &CRON_JOB),
@@ -709,6 +739,11 @@ static KINDS: &[(&str, &str, &Message)] = &[
 ];
 
 fn lookup_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
+    // meta/v1 DeleteOptions is registered in every group version, so a typed client of any group
+    // (or the generic `meta.k8s.io/v1`) may name it; the message is the same everywhere.
+    if kind == "DeleteOptions" {
+        return Some(&DELETE_OPTIONS);
+    }
     KINDS
         .iter()
         .find(|(version, name, _)| *version == api_version && *name == kind)
@@ -769,6 +804,25 @@ static LABEL_SELECTOR_REQUIREMENT: Message = Message {
         req(2, "operator", Str),
         rep(3, "values", Str),
     ],
+};
+
+/// The body client-go sends with DELETE and deletecollection (Helm's release-Secret purge, `kubectl
+/// drain --disable-eviction`, every typed `Delete`/`DeleteCollection` call).
+static DELETE_OPTIONS: Message = Message {
+    name: "DeleteOptions",
+    fields: &[
+        ptr(1, "gracePeriodSeconds", I64),
+        msg(2, "preconditions", &PRECONDITIONS),
+        ptr(3, "orphanDependents", Bool),
+        ptr(4, "propagationPolicy", Str),
+        rep(5, "dryRun", Str),
+        ptr(6, "ignoreStoreReadErrorWithClusterBreakingPotential", Bool),
+    ],
+};
+
+static PRECONDITIONS: Message = Message {
+    name: "Preconditions",
+    fields: &[ptr(1, "uid", Str), ptr(2, "resourceVersion", Str)],
 };
 
 static CONDITION: Message = Message {
@@ -973,11 +1027,11 @@ static POD_TEMPLATE_SPEC: Message = Message {
     fields: &[msg(1, "metadata", &OBJECT_META), msg(2, "spec", &POD_SPEC)],
 };
 
-/// Unsupported (error if present): volumes (1), affinity (18), hostAliases (23), dnsConfig (26),
-/// topologySpreadConstraints (33), ephemeralContainers (34), workloadRef (42).
+/// Unsupported (error if present): ephemeralContainers (34), workloadRef (42).
 static POD_SPEC: Message = Message {
     name: "PodSpec",
     fields: &[
+        rep(1, "volumes", m(&VOLUME)),
         rep(20, "initContainers", m(&CONTAINER)),
         rep_null(2, "containers", m(&CONTAINER)),
         opt(3, "restartPolicy", Str),
@@ -997,8 +1051,16 @@ static POD_SPEC: Message = Message {
         rep(15, "imagePullSecrets", m(&LOCAL_OBJECT_REFERENCE)),
         opt(16, "hostname", Str),
         opt(17, "subdomain", Str),
+        msg(18, "affinity", &AFFINITY),
         opt(19, "schedulerName", Str),
         rep(22, "tolerations", m(&TOLERATION)),
+        rep(23, "hostAliases", m(&HOST_ALIAS)),
+        msg(26, "dnsConfig", &POD_DNS_CONFIG),
+        rep(
+            33,
+            "topologySpreadConstraints",
+            m(&TOPOLOGY_SPREAD_CONSTRAINT),
+        ),
         opt(24, "priorityClassName", Str),
         ptr(25, "priority", I32),
         rep(28, "readinessGates", m(&POD_READINESS_GATE)),
@@ -1112,8 +1174,7 @@ static POD_STATUS: Message = Message {
     ],
 };
 
-/// Unsupported (error if present): livenessProbe (10), readinessProbe (11), lifecycle (12),
-/// volumeDevices (21), startupProbe (22), restartPolicyRules (25).
+/// Unsupported (error if present): restartPolicyRules (25).
 static CONTAINER: Message = Message {
     name: "Container",
     fields: &[
@@ -1130,6 +1191,11 @@ static CONTAINER: Message = Message {
         rep(23, "resizePolicy", m(&CONTAINER_RESIZE_POLICY)),
         ptr(24, "restartPolicy", Str),
         rep(9, "volumeMounts", m(&VOLUME_MOUNT)),
+        rep(21, "volumeDevices", m(&VOLUME_DEVICE)),
+        msg(10, "livenessProbe", &PROBE),
+        msg(11, "readinessProbe", &PROBE),
+        msg(22, "startupProbe", &PROBE),
+        msg(12, "lifecycle", &LIFECYCLE),
         opt(13, "terminationMessagePath", Str),
         opt(20, "terminationMessagePolicy", Str),
         opt(14, "imagePullPolicy", Str),
@@ -1283,6 +1349,392 @@ static CAPABILITIES: Message = Message {
     fields: &[rep(1, "add", Str), rep(2, "drop", Str)],
 };
 
+static VOLUME_DEVICE: Message = Message {
+    name: "VolumeDevice",
+    fields: &[req(1, "name", Str), req(2, "devicePath", Str)],
+};
+
+static PROBE: Message = Message {
+    name: "Probe",
+    fields: &[
+        inline(1, "handler", &PROBE_HANDLER),
+        opt(2, "initialDelaySeconds", I32),
+        opt(3, "timeoutSeconds", I32),
+        opt(4, "periodSeconds", I32),
+        opt(5, "successThreshold", I32),
+        opt(6, "failureThreshold", I32),
+        ptr(7, "terminationGracePeriodSeconds", I64),
+    ],
+};
+
+static PROBE_HANDLER: Message = Message {
+    name: "ProbeHandler",
+    fields: &[
+        msg(1, "exec", &EXEC_ACTION),
+        msg(2, "httpGet", &HTTP_GET_ACTION),
+        msg(3, "tcpSocket", &TCP_SOCKET_ACTION),
+        msg(4, "grpc", &GRPC_ACTION),
+    ],
+};
+
+static EXEC_ACTION: Message = Message {
+    name: "ExecAction",
+    fields: &[rep(1, "command", Str)],
+};
+
+static HTTP_GET_ACTION: Message = Message {
+    name: "HTTPGetAction",
+    fields: &[
+        opt(1, "path", Str),
+        req(2, "port", IntOrString),
+        opt(3, "host", Str),
+        opt(4, "scheme", Str),
+        rep(5, "httpHeaders", m(&HTTP_HEADER)),
+    ],
+};
+
+static HTTP_HEADER: Message = Message {
+    name: "HTTPHeader",
+    fields: &[req(1, "name", Str), req(2, "value", Str)],
+};
+
+static TCP_SOCKET_ACTION: Message = Message {
+    name: "TCPSocketAction",
+    fields: &[req(1, "port", IntOrString), opt(2, "host", Str)],
+};
+
+static GRPC_ACTION: Message = Message {
+    name: "GRPCAction",
+    fields: &[req(1, "port", I32), ptr(2, "service", Str)],
+};
+
+static LIFECYCLE: Message = Message {
+    name: "Lifecycle",
+    fields: &[
+        msg(1, "postStart", &LIFECYCLE_HANDLER),
+        msg(2, "preStop", &LIFECYCLE_HANDLER),
+        ptr(3, "stopSignal", Str),
+    ],
+};
+
+static LIFECYCLE_HANDLER: Message = Message {
+    name: "LifecycleHandler",
+    fields: &[
+        msg(1, "exec", &EXEC_ACTION),
+        msg(2, "httpGet", &HTTP_GET_ACTION),
+        msg(3, "tcpSocket", &TCP_SOCKET_ACTION),
+        msg(4, "sleep", &SLEEP_ACTION),
+    ],
+};
+
+static SLEEP_ACTION: Message = Message {
+    name: "SleepAction",
+    fields: &[req(1, "seconds", I64)],
+};
+
+static VOLUME: Message = Message {
+    name: "Volume",
+    fields: &[
+        req(1, "name", Str),
+        inline(2, "volumeSource", &VOLUME_SOURCE),
+    ],
+};
+
+/// The volume sources pods commonly use; the cloud- and vendor-specific ones (gcePersistentDisk,
+/// awsElasticBlockStore, gitRepo, iscsi, rbd, ... and ephemeral, image) are unsupported (error if
+/// present).
+static VOLUME_SOURCE: Message = Message {
+    name: "VolumeSource",
+    fields: &[
+        msg(1, "hostPath", &HOST_PATH_VOLUME_SOURCE),
+        msg(2, "emptyDir", &EMPTY_DIR_VOLUME_SOURCE),
+        msg(6, "secret", &SECRET_VOLUME_SOURCE),
+        msg(7, "nfs", &NFS_VOLUME_SOURCE),
+        msg(10, "persistentVolumeClaim", &PVC_VOLUME_SOURCE),
+        msg(16, "downwardAPI", &DOWNWARD_API_VOLUME_SOURCE),
+        msg(19, "configMap", &CONFIG_MAP_VOLUME_SOURCE),
+        msg(26, "projected", &PROJECTED_VOLUME_SOURCE),
+        msg(28, "csi", &CSI_VOLUME_SOURCE),
+    ],
+};
+
+static HOST_PATH_VOLUME_SOURCE: Message = Message {
+    name: "HostPathVolumeSource",
+    fields: &[req(1, "path", Str), ptr(2, "type", Str)],
+};
+
+static EMPTY_DIR_VOLUME_SOURCE: Message = Message {
+    name: "EmptyDirVolumeSource",
+    fields: &[opt(1, "medium", Str), ptr(2, "sizeLimit", Quantity)],
+};
+
+static SECRET_VOLUME_SOURCE: Message = Message {
+    name: "SecretVolumeSource",
+    fields: &[
+        opt(1, "secretName", Str),
+        rep(2, "items", m(&KEY_TO_PATH)),
+        ptr(3, "defaultMode", I32),
+        ptr(4, "optional", Bool),
+    ],
+};
+
+static KEY_TO_PATH: Message = Message {
+    name: "KeyToPath",
+    fields: &[req(1, "key", Str), req(2, "path", Str), ptr(3, "mode", I32)],
+};
+
+static NFS_VOLUME_SOURCE: Message = Message {
+    name: "NFSVolumeSource",
+    fields: &[
+        req(1, "server", Str),
+        req(2, "path", Str),
+        opt(3, "readOnly", Bool),
+    ],
+};
+
+static PVC_VOLUME_SOURCE: Message = Message {
+    name: "PersistentVolumeClaimVolumeSource",
+    fields: &[req(1, "claimName", Str), opt(2, "readOnly", Bool)],
+};
+
+static DOWNWARD_API_VOLUME_SOURCE: Message = Message {
+    name: "DownwardAPIVolumeSource",
+    fields: &[
+        rep(1, "items", m(&DOWNWARD_API_VOLUME_FILE)),
+        ptr(2, "defaultMode", I32),
+    ],
+};
+
+static DOWNWARD_API_VOLUME_FILE: Message = Message {
+    name: "DownwardAPIVolumeFile",
+    fields: &[
+        req(1, "path", Str),
+        msg(2, "fieldRef", &OBJECT_FIELD_SELECTOR),
+        msg(3, "resourceFieldRef", &RESOURCE_FIELD_SELECTOR),
+        ptr(4, "mode", I32),
+    ],
+};
+
+static CONFIG_MAP_VOLUME_SOURCE: Message = Message {
+    name: "ConfigMapVolumeSource",
+    fields: &[
+        inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE),
+        rep(2, "items", m(&KEY_TO_PATH)),
+        ptr(3, "defaultMode", I32),
+        ptr(4, "optional", Bool),
+    ],
+};
+
+/// `sources` has no `omitempty` upstream, hence `null` when empty.
+static PROJECTED_VOLUME_SOURCE: Message = Message {
+    name: "ProjectedVolumeSource",
+    fields: &[
+        rep_null(1, "sources", m(&VOLUME_PROJECTION)),
+        ptr(2, "defaultMode", I32),
+    ],
+};
+
+/// Unsupported (error if present): clusterTrustBundle (5), podCertificate (6).
+static VOLUME_PROJECTION: Message = Message {
+    name: "VolumeProjection",
+    fields: &[
+        msg(1, "secret", &SECRET_PROJECTION),
+        msg(2, "downwardAPI", &DOWNWARD_API_PROJECTION),
+        msg(3, "configMap", &CONFIG_MAP_PROJECTION),
+        msg(4, "serviceAccountToken", &SERVICE_ACCOUNT_TOKEN_PROJECTION),
+    ],
+};
+
+static SECRET_PROJECTION: Message = Message {
+    name: "SecretProjection",
+    fields: &[
+        inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE),
+        rep(2, "items", m(&KEY_TO_PATH)),
+        ptr(4, "optional", Bool),
+    ],
+};
+
+static CONFIG_MAP_PROJECTION: Message = Message {
+    name: "ConfigMapProjection",
+    fields: &[
+        inline(1, "localObjectReference", &LOCAL_OBJECT_REFERENCE),
+        rep(2, "items", m(&KEY_TO_PATH)),
+        ptr(4, "optional", Bool),
+    ],
+};
+
+static DOWNWARD_API_PROJECTION: Message = Message {
+    name: "DownwardAPIProjection",
+    fields: &[rep(1, "items", m(&DOWNWARD_API_VOLUME_FILE))],
+};
+
+static SERVICE_ACCOUNT_TOKEN_PROJECTION: Message = Message {
+    name: "ServiceAccountTokenProjection",
+    fields: &[
+        opt(1, "audience", Str),
+        ptr(2, "expirationSeconds", I64),
+        req(3, "path", Str),
+    ],
+};
+
+static CSI_VOLUME_SOURCE: Message = Message {
+    name: "CSIVolumeSource",
+    fields: &[
+        req(1, "driver", Str),
+        ptr(2, "readOnly", Bool),
+        ptr(3, "fsType", Str),
+        map(4, "volumeAttributes", Str),
+        msg(5, "nodePublishSecretRef", &LOCAL_OBJECT_REFERENCE),
+    ],
+};
+
+static AFFINITY: Message = Message {
+    name: "Affinity",
+    fields: &[
+        msg(1, "nodeAffinity", &NODE_AFFINITY),
+        msg(2, "podAffinity", &POD_AFFINITY),
+        msg(3, "podAntiAffinity", &POD_ANTI_AFFINITY),
+    ],
+};
+
+static NODE_AFFINITY: Message = Message {
+    name: "NodeAffinity",
+    fields: &[
+        msg(
+            1,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            &NODE_SELECTOR,
+        ),
+        rep(
+            2,
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            m(&PREFERRED_SCHEDULING_TERM),
+        ),
+    ],
+};
+
+/// `nodeSelectorTerms` has no `omitempty` upstream, hence `null` when empty.
+static NODE_SELECTOR: Message = Message {
+    name: "NodeSelector",
+    fields: &[rep_null(1, "nodeSelectorTerms", m(&NODE_SELECTOR_TERM))],
+};
+
+static NODE_SELECTOR_TERM: Message = Message {
+    name: "NodeSelectorTerm",
+    fields: &[
+        rep(1, "matchExpressions", m(&NODE_SELECTOR_REQUIREMENT)),
+        rep(2, "matchFields", m(&NODE_SELECTOR_REQUIREMENT)),
+    ],
+};
+
+static NODE_SELECTOR_REQUIREMENT: Message = Message {
+    name: "NodeSelectorRequirement",
+    fields: &[
+        req(1, "key", Str),
+        req(2, "operator", Str),
+        rep(3, "values", Str),
+    ],
+};
+
+static PREFERRED_SCHEDULING_TERM: Message = Message {
+    name: "PreferredSchedulingTerm",
+    fields: &[
+        req(1, "weight", I32),
+        msg(2, "preference", &NODE_SELECTOR_TERM),
+    ],
+};
+
+static POD_AFFINITY: Message = Message {
+    name: "PodAffinity",
+    fields: &[
+        rep(
+            1,
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            m(&POD_AFFINITY_TERM),
+        ),
+        rep(
+            2,
+            "preferredDuringSchedulingIgnoredDuringExecution",
+            m(&WEIGHTED_POD_AFFINITY_TERM),
+        ),
+    ],
+};
+
+static POD_ANTI_AFFINITY: Message = Message {
+    name: "PodAntiAffinity",
+    fields: POD_AFFINITY.fields,
+};
+
+static POD_AFFINITY_TERM: Message = Message {
+    name: "PodAffinityTerm",
+    fields: &[
+        msg(1, "labelSelector", &LABEL_SELECTOR),
+        rep(2, "namespaces", Str),
+        req(3, "topologyKey", Str),
+        msg(4, "namespaceSelector", &LABEL_SELECTOR),
+        rep(5, "matchLabelKeys", Str),
+        rep(6, "mismatchLabelKeys", Str),
+    ],
+};
+
+static WEIGHTED_POD_AFFINITY_TERM: Message = Message {
+    name: "WeightedPodAffinityTerm",
+    fields: &[
+        req(1, "weight", I32),
+        msg(2, "podAffinityTerm", &POD_AFFINITY_TERM),
+    ],
+};
+
+static HOST_ALIAS: Message = Message {
+    name: "HostAlias",
+    fields: &[req(1, "ip", Str), rep(2, "hostnames", Str)],
+};
+
+static POD_DNS_CONFIG: Message = Message {
+    name: "PodDNSConfig",
+    fields: &[
+        rep(1, "nameservers", Str),
+        rep(2, "searches", Str),
+        rep(3, "options", m(&POD_DNS_CONFIG_OPTION)),
+    ],
+};
+
+static POD_DNS_CONFIG_OPTION: Message = Message {
+    name: "PodDNSConfigOption",
+    fields: &[opt(1, "name", Str), ptr(2, "value", Str)],
+};
+
+static TOPOLOGY_SPREAD_CONSTRAINT: Message = Message {
+    name: "TopologySpreadConstraint",
+    fields: &[
+        req(1, "maxSkew", I32),
+        req(2, "topologyKey", Str),
+        req(3, "whenUnsatisfiable", Str),
+        msg(4, "labelSelector", &LABEL_SELECTOR),
+        ptr(5, "minDomains", I32),
+        ptr(6, "nodeAffinityPolicy", Str),
+        ptr(7, "nodeTaintsPolicy", Str),
+        rep(8, "matchLabelKeys", Str),
+    ],
+};
+
+static POD_TEMPLATE: Message = Message {
+    name: "PodTemplate",
+    fields: &[
+        msg(1, "metadata", &OBJECT_META),
+        msg(2, "template", &POD_TEMPLATE_SPEC),
+    ],
+};
+
+/// What a scheduler POSTs to `pods/{name}/binding`.
+static BINDING: Message = Message {
+    name: "Binding",
+    fields: &[
+        msg(1, "metadata", &OBJECT_META),
+        msg(2, "target", &OBJECT_REFERENCE),
+    ],
+};
+
 static RESOURCE_QUOTA: Message = Message {
     name: "ResourceQuota",
     fields: &[
@@ -1327,6 +1779,49 @@ static RESOURCE_QUOTA_STATUS: Message = Message {
 // ---------------------------------------------------------------------------------------------
 // apps/v1 (k8s.io/api/apps/v1/generated.proto)
 // ---------------------------------------------------------------------------------------------
+
+static REPLICA_SET: Message = Message {
+    name: "ReplicaSet",
+    fields: &[
+        msg(1, "metadata", &OBJECT_META),
+        msg(2, "spec", &REPLICA_SET_SPEC),
+        msg(3, "status", &REPLICA_SET_STATUS),
+    ],
+};
+
+static REPLICA_SET_SPEC: Message = Message {
+    name: "ReplicaSetSpec",
+    fields: &[
+        ptr(1, "replicas", I32),
+        opt(4, "minReadySeconds", I32),
+        msg(2, "selector", &LABEL_SELECTOR),
+        msg(3, "template", &POD_TEMPLATE_SPEC),
+    ],
+};
+
+static REPLICA_SET_STATUS: Message = Message {
+    name: "ReplicaSetStatus",
+    fields: &[
+        req(1, "replicas", I32),
+        opt(2, "fullyLabeledReplicas", I32),
+        opt(4, "readyReplicas", I32),
+        opt(5, "availableReplicas", I32),
+        ptr(7, "terminatingReplicas", I32),
+        opt(3, "observedGeneration", I64),
+        rep(6, "conditions", m(&REPLICA_SET_CONDITION)),
+    ],
+};
+
+static REPLICA_SET_CONDITION: Message = Message {
+    name: "ReplicaSetCondition",
+    fields: &[
+        req(1, "type", Str),
+        req(2, "status", Str),
+        time(3, "lastTransitionTime"),
+        opt(4, "reason", Str),
+        opt(5, "message", Str),
+    ],
+};
 
 static DEPLOYMENT: Message = Message {
     name: "Deployment",
@@ -1619,6 +2114,31 @@ static POD_DISRUPTION_BUDGET_STATUS: Message = Message {
         req(5, "desiredHealthy", I32),
         req(6, "expectedPods", I32),
         rep(7, "conditions", m(&CONDITION)),
+    ],
+};
+
+// ---------------------------------------------------------------------------------------------
+// coordination/v1 (k8s.io/api/coordination/v1/generated.proto): client-go's leader election
+// ---------------------------------------------------------------------------------------------
+
+static LEASE: Message = Message {
+    name: "Lease",
+    fields: &[
+        msg(1, "metadata", &OBJECT_META),
+        msg(2, "spec", &LEASE_SPEC),
+    ],
+};
+
+static LEASE_SPEC: Message = Message {
+    name: "LeaseSpec",
+    fields: &[
+        ptr(1, "holderIdentity", Str),
+        ptr(2, "leaseDurationSeconds", I32),
+        micro_time(3, "acquireTime"),
+        micro_time(4, "renewTime"),
+        ptr(5, "leaseTransitions", I32),
+        ptr(6, "strategy", Str),
+        ptr(7, "preferredHolder", Str),
     ],
 };
 
@@ -2018,10 +2538,16 @@ mod tests {
 
     #[test]
     fn time_formatting_normalises_and_rejects_out_of_range() {
-        assert_eq!(format_time(0, 0).as_deref(), Ok("1970-01-01T00:00:00Z"));
-        assert_eq!(format_time(10, -1).as_deref(), Ok("1970-01-01T00:00:09Z"));
-        assert!(format_time(i64::MAX, 0).is_err());
-        assert!(format_time(-62_167_219_201, 0).is_err());
+        assert_eq!(
+            format_time(0, 0, false).as_deref(),
+            Ok("1970-01-01T00:00:00Z")
+        );
+        assert_eq!(
+            format_time(10, -1, false).as_deref(),
+            Ok("1970-01-01T00:00:09Z")
+        );
+        assert!(format_time(i64::MAX, 0, false).is_err());
+        assert!(format_time(-62_167_219_201, 0, false).is_err());
     }
 
     #[test]
@@ -2261,10 +2787,10 @@ mod tests {
 
     #[test]
     fn unknown_field_names_message_and_number() {
-        let container = go_container("c", "img").msg(10, Enc::new());
+        let container = go_container("c", "img").msg(25, Enc::new());
         let pod = Enc::new().msg(2, go_pod_spec(vec![container], ""));
         let e = err(&envelope("v1", "Pod", pod));
-        assert!(e.contains("field 10 of Container is not supported"), "{e}");
+        assert!(e.contains("field 25 of Container is not supported"), "{e}");
         assert!(e.contains("Pod.spec: PodSpec.containers"), "{e}");
     }
 
@@ -2379,5 +2905,240 @@ mod tests {
         let body = parts.concat();
         let want: Value = serde_json::from_str(r#"{"kind": "ClusterRole", "apiVersion": "rbac.authorization.k8s.io/v1", "metadata": {"name": "agg"}, "rules": null, "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"foo": "bar"}}]}}"#).unwrap_or_default();
         assert_eq!(ok(&body), want);
+    }
+
+    /// Bytes Helm v4.1.4 (client-go v1.35) sent with each DELETE of a release Secret during
+    /// `helm uninstall`, captured between Helm and a v1.28 kube-apiserver: an empty DeleteOptions.
+    #[test]
+    fn real_helm_delete_options_bytes() {
+        let body = b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x00\x1a\x00\"\x00";
+        assert_eq!(
+            ok(body),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions"})
+        );
+    }
+
+    /// Bytes kubectl v1.33 sent with each pod DELETE of
+    /// `kubectl drain NODE --disable-eviction --grace-period=1` (captured): gracePeriodSeconds only.
+    #[test]
+    fn real_kubectl_drain_delete_options_bytes() {
+        let body = b"k8s\x00\x0a\x13\x0a\x02v1\x12\x0dDeleteOptions\x12\x02\x08\x01\x1a\x00\"\x00";
+        assert_eq!(
+            ok(body),
+            json!({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 1})
+        );
+    }
+
+    #[test]
+    fn delete_options_with_every_field() {
+        let raw = Enc::new()
+            .int(1, 30)
+            .msg(2, Enc::new().str(1, "uid-1").str(2, "42"))
+            .bool(3, false)
+            .str(4, "Foreground")
+            .str(5, "All")
+            .bool(6, false);
+        // Typed clients of other groups name their own group version; the message is the same.
+        let got = ok(&envelope("apps/v1", "DeleteOptions", raw));
+        assert_eq!(
+            got,
+            json!({
+                "apiVersion": "apps/v1",
+                "kind": "DeleteOptions",
+                "gracePeriodSeconds": 30,
+                "preconditions": {"uid": "uid-1", "resourceVersion": "42"},
+                "orphanDependents": false,
+                "propagationPolicy": "Foreground",
+                "dryRun": ["All"],
+                "ignoreStoreReadErrorWithClusterBreakingPotential": false
+            })
+        );
+    }
+
+    /// Bytes Helm v4.1.4 PUT to `secrets/sh.helm.release.v1.t1.v1` (its release record) during
+    /// `helm upgrade`, captured between Helm and a v1.28 kube-apiserver.
+    #[test]
+    fn real_helm_release_secret_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x0c\x0a\x02v1\x12\x06Secret\x12\xcc\x06\x0a\x7f\x0a\x18sh.helm.relea",
+            b"se.v1.t1.v1\x12\x00\x1a\x00\"\x00*\x002\x008\x00B\x00Z\x18\x0a\x0amodifiedAt\x12",
+            b"\x0a1795609912Z\x0a\x0a\x04name\x12\x02t1Z\x0d\x0a\x05owner\x12\x04helmZ\x12\x0a",
+            b"\x06status\x12\x08deployedZ\x0c\x0a\x07version\x12\x011\x12\xb4\x05\x0a\x07relea",
+            b"se\x12\xa8\x05H4sIAAAAAAAC/5RSXU/bMBT9K9Hda1Jst4HFEg9rRiFiExorLc0yIZM4iak/otgpZI",
+            b"j/PiWIdhMP06T7YF/pnnvuOecZNFMcKDgMPghdGqDPUIrWuruCN9L0vAAKBJHjAOOAhEtM6BTTkEwwim",
+            b"aziKBpCj5I9p8DBbd5KxonjAYKibaOSenlRjWSOw4+WMdcZ4HCHvXFh7xmrRsYKu5YwRwb3m8XCN2DDz",
+            b"ve2ldQNMETBD6wRqz2zR0ZcKTJt0B1J6UPjqtGMsct0B8HsLfmUa4mPVNyoDzug83tvFmpVZ8Tubt/MF",
+            b"XxcHbJiOzSz6b6RqIuVVIv14vHWGFZnC+2m9vr+qoyVXIe1vfrm+PkomhydeM2BF2m5wu0WZrLJJ7XV2",
+            b"J+wvtP3UotbLFe/fqizqoynm/TdVoX6yeUxMlTIuYfk4sFvp9ey+QCR3F1ego+KFM4MfJ+p/ssnExRdI",
+            b"IjMgtTePnpw47Jbjj29Xqb11yxv38HOIQQDsZaIkTHGswrhTwg/Gt5iNExnqWD7IppUXLrgEIQBJn+4H",
+            b"03XZtz6g3mHb0TPdMH76i3w5neCl1QLza6FNVX1mT6LQg00543mEe9R9HyIFeZ3vcZ9TLAGWT6z4Bgf3",
+            b"TbNiwf2L+OscZ1LR9T08j+TnFXmyHQ1jJ4+R0AAP//WuA6Si4DAAA=\x1a\x12helm.sh/release.v1",
+            b"\x1a\x00\"\x00",
+        ];
+        let got = ok(&parts.concat());
+        assert_eq!(got["kind"], "Secret");
+        assert_eq!(got["type"], "helm.sh/release.v1");
+        assert_eq!(got["metadata"]["name"], "sh.helm.release.v1.t1.v1");
+        assert_eq!(
+            got["metadata"]["labels"],
+            json!({"modifiedAt": "1795609912", "name": "t1", "owner": "helm", "status": "deployed", "version": "1"})
+        );
+        // Helm's payload is base64 text of a gzip stream; JSON carries those bytes base64 again.
+        let release = got["data"]["release"].as_str().unwrap_or_default();
+        let inner = base64::engine::general_purpose::STANDARD
+            .decode(release)
+            .unwrap_or_default();
+        assert!(inner.starts_with(b"H4sI"), "release payload: {release}");
+    }
+
+    /// Bytes kubectl v1.33 POSTed to a v1.28 kube-apiserver (captured between them) for
+    /// `kubectl create job j1 --from=cronjob/cj`, where the CronJob's pod template (as the server
+    /// defaulted it) has every kind of probe, lifecycle hooks and the common volume sources.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus
+    /// `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_job_with_probes_lifecycle_and_volumes_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\x93\x06\x0a\x89\x01\x0a\x02j1\x12",
+            b"\x00\x1a\x09wire-cap3\"\x00*\x002\x008\x00B\x00b+\x0a!cronjob.kubernetes.io/inst",
+            b"antiate\x12\x06manualj?\x0a\x07CronJob\x1a\x02cj\"$35d356ef-dda9-4128-9ee1-29c41",
+            b"c4ae8b5*\x08batch/v10\x01\x12\xfa\x042\xf7\x04\x0a\x10\x0a\x00\x12\x00\x1a\x00\"",
+            b"\x00*\x002\x008\x00B\x00\x12\xe2\x04\x0a\x14\x0a\x05cache\x12\x0b\x12\x09\x0a",
+            b"\x00\x12\x05\x0a\x031Gi\x0a*\x0a\x04conf\x12\"\x9a\x01\x1f\x0a\x0a\x0a\x08app-co",
+            b"nf\x12\x0e\x0a\x01a\x12\x06a.conf\x18\xa4\x03\x18\x80\x02\x0aS\x0a\x03tok\x12L",
+            b"\xd2\x01I\x0a\x13\"\x11\x0a\x05vault\x10\x90\x1c\x1a\x05token\x0a\x0a\x0a\x08",
+            b"\x0a\x04\x0a\x02s1 \x01\x0a#\x12!\x0a\x1f\x0a\x06labels\x12\x15\x0a\x02v1\x12",
+            b"\x0fmetadata.labels\x10\xa4\x03\x0a\x1f\x0a\x04host\x12\x17\x0a\x15\x0a\x08/var/",
+            b"log\x12\x09Directory\x0a\x12\x0a\x04data\x12\x0aR\x08\x0a\x04data\x10\x01\x12",
+            b"\xf5\x01\x0a\x03app\x12\x07busybox*\x00B\x00J\x15\x0a\x05cache\x10\x00\x1a\x06/c",
+            b"ache\"\x002\x00R9\x0a-\x12+\x0a\x08/healthz\x12\x0d\x08\x01\x10\x00\x1a\x07metri",
+            b"cs\x1a\x00\"\x04HTTP*\x08\x0a\x03X-A\x12\x01b\x10\x00\x18\x01 \x0a(\x010\x03Z",
+            b"\x19\x0a\x0d\x1a\x0b\x0a\x07\x08\x00\x10\x90?\x1a\x00\x12\x00\x10\x02\x18\x01 ",
+            b"\x0a(\x010\x03b%\x0a\x0c\x0a\x0a\x0a\x04echo\x0a\x02hi\x12\x15\x12\x13\x0a\x01/",
+            b"\x12\x06\x08\x00\x10P\x1a\x00\x1a\x00\"\x04HTTPj\x14/dev/termination-logr\x06Alw",
+            b"ays\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01\x04File\xb2\x01\x1e\x0a\x10\x0a",
+            b"\x0e\x0a\x03cat\x0a\x07/tmp/ok\x10\x00\x18\x01 \x0a(\x010\x038\x05\x12V\x0a\x04g",
+            b"rpc\x12\x07busybox*\x00B\x00R\x13\x0a\x07\"\x05\x08\x82G\x12\x00\x10\x00\x18\x01",
+            b" \x0a(\x010\x03j\x14/dev/termination-logr\x06Always\x80\x01\x00\x88\x01\x00\x90",
+            b"\x01\x00\xa2\x01\x04File\x1a\x09OnFailure \x1e2\x0cClusterFirstB\x00J\x00R\x00X",
+            b"\x00`\x00h\x00r\x00\x82\x01\x00\x8a\x01\x00\x9a\x01\x11default-scheduler\xc2\x01",
+            b"\x00\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\"\x00",
+        ];
+        let want: Value = serde_json::from_str(r#"{"kind":"Job","apiVersion":"batch/v1","metadata":{"name":"j1","namespace":"wire-cap3","annotations":{"cronjob.kubernetes.io/instantiate":"manual"},"ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"cj","uid":"35d356ef-dda9-4128-9ee1-29c41c4ae8b5","controller":true}]},"spec":{"template":{"metadata":{},"spec":{"volumes":[{"name":"cache","emptyDir":{"sizeLimit":"1Gi"}},{"name":"conf","configMap":{"name":"app-conf","items":[{"key":"a","path":"a.conf","mode":420}],"defaultMode":256}},{"name":"tok","projected":{"sources":[{"serviceAccountToken":{"audience":"vault","expirationSeconds":3600,"path":"token"}},{"secret":{"name":"s1","optional":true}},{"downwardAPI":{"items":[{"path":"labels","fieldRef":{"apiVersion":"v1","fieldPath":"metadata.labels"}}]}}],"defaultMode":420}},{"name":"host","hostPath":{"path":"/var/log","type":"Directory"}},{"name":"data","persistentVolumeClaim":{"claimName":"data","readOnly":true}}],"containers":[{"name":"app","image":"busybox","resources":{},"volumeMounts":[{"name":"cache","mountPath":"/cache"}],"livenessProbe":{"httpGet":{"path":"/healthz","port":"metrics","scheme":"HTTP","httpHeaders":[{"name":"X-A","value":"b"}]},"timeoutSeconds":1,"periodSeconds":10,"successThreshold":1,"failureThreshold":3},"readinessProbe":{"tcpSocket":{"port":8080},"initialDelaySeconds":2,"timeoutSeconds":1,"periodSeconds":10,"successThreshold":1,"failureThreshold":3},"startupProbe":{"exec":{"command":["cat","/tmp/ok"]},"timeoutSeconds":1,"periodSeconds":10,"successThreshold":1,"failureThreshold":3,"terminationGracePeriodSeconds":5},"lifecycle":{"postStart":{"exec":{"command":["echo","hi"]}},"preStop":{"httpGet":{"path":"/","port":80,"scheme":"HTTP"}}},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"},{"name":"grpc","image":"busybox","resources":{},"livenessProbe":{"grpc":{"port":9090,"service":""},"timeoutSeconds":1,"periodSeconds":10,"successThreshold":1,"failureThreshold":3},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}],"restartPolicy":"OnFailure","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"schedulerName":"default-scheduler"}}},"status":{}}"#).unwrap_or_default();
+        assert_eq!(ok(&parts.concat()), want);
+    }
+
+    #[test]
+    fn lease_times_keep_microseconds() {
+        let spec = Enc::new()
+            .str(1, "holder-a")
+            .int(2, 15)
+            .msg(3, Enc::new().int(1, 1_700_000_000).int(2, 123_456_789))
+            .msg(4, Enc::new().int(1, 1_700_000_010))
+            .int(5, 0);
+        let lease = Enc::new()
+            .msg(1, go_meta("leader", "kube-system"))
+            .msg(2, spec);
+        assert_eq!(
+            ok(&envelope("coordination.k8s.io/v1", "Lease", lease)),
+            json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": "leader", "namespace": "kube-system"},
+                "spec": {
+                    "holderIdentity": "holder-a",
+                    "leaseDurationSeconds": 15,
+                    "acquireTime": "2023-11-14T22:13:20.123456Z",
+                    "renewTime": "2023-11-14T22:13:30.000000Z",
+                    "leaseTransitions": 0
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn replica_set_pod_template_and_binding() {
+        let template = Enc::new()
+            .msg(1, go_meta("", "").map_str(11, "app", "web"))
+            .msg(2, go_pod_spec(vec![go_container("web", "nginx")], "Always"));
+        let rs = Enc::new()
+            .msg(1, go_meta("web-1", "default"))
+            .msg(
+                2,
+                Enc::new()
+                    .int(1, 3)
+                    .msg(2, Enc::new().map_str(1, "app", "web"))
+                    .msg(3, template)
+                    .int(4, 0),
+            )
+            .msg(
+                3,
+                Enc::new().int(1, 0).int(2, 0).int(3, 0).int(4, 0).int(5, 0),
+            );
+        let got = ok(&envelope("apps/v1", "ReplicaSet", rs));
+        assert_eq!(got["spec"]["replicas"], 3);
+        assert_eq!(
+            got["spec"]["selector"],
+            json!({"matchLabels": {"app": "web"}})
+        );
+        assert_eq!(
+            got["spec"]["template"]["metadata"],
+            json!({"labels": {"app": "web"}})
+        );
+        assert!(got["spec"].get("minReadySeconds").is_none());
+        // `replicas` has no omitempty upstream; the other counters do.
+        assert_eq!(got["status"], json!({"replicas": 0}));
+
+        let pt = Enc::new().msg(1, go_meta("tpl", "default")).msg(
+            2,
+            Enc::new()
+                .msg(1, go_meta("", ""))
+                .msg(2, go_pod_spec(vec![go_container("c", "busybox")], "")),
+        );
+        let got = ok(&envelope("v1", "PodTemplate", pt));
+        assert_eq!(got["template"]["spec"]["containers"][0]["image"], "busybox");
+
+        let binding = Enc::new()
+            .msg(1, go_meta("p1", "default"))
+            .msg(2, Enc::new().str(1, "Node").str(3, "node-1"));
+        assert_eq!(
+            ok(&envelope("v1", "Binding", binding)),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": "p1", "namespace": "default"},
+                "target": {"kind": "Node", "name": "node-1"}
+            })
+        );
+    }
+
+    /// Bytes kubectl v1.33 POSTed to a v1.28 kube-apiserver (captured between them) for
+    /// `kubectl create job j2 --from=cronjob/cj`, where the CronJob's pod template has node, pod
+    /// and anti-affinity, topology spread constraints, host aliases and a DNS config.
+    /// The expected JSON is the same command's `--dry-run=client -o json` output, minus
+    /// `"creationTimestamp": null`.
+    #[test]
+    fn real_kubectl_job_with_affinity_spread_aliases_and_dns_bytes() {
+        let parts: &[&[u8]] = &[
+            b"k8s\x00\x0a\x0f\x0a\x08batch/v1\x12\x03Job\x12\xe8\x04\x0a\x89\x01\x0a\x02j2\x12",
+            b"\x00\x1a\x09wire-cap4\"\x00*\x002\x008\x00B\x00b+\x0a!cronjob.kubernetes.io/inst",
+            b"antiate\x12\x06manualj?\x0a\x07CronJob\x1a\x02cj\"$1101d690-d113-46f8-a5d3-03e47",
+            b"fa8dbd7*\x08batch/v10\x01\x12\xcf\x032\xcc\x03\x0a\x10\x0a\x00\x12\x00\x1a\x00\"",
+            b"\x00*\x002\x008\x00B\x00\x12\xb7\x03\x12@\x0a\x03app\x12\x07busybox*\x00B\x00j",
+            b"\x14/dev/termination-logr\x06Always\x80\x01\x00\x88\x01\x00\x90\x01\x00\xa2\x01",
+            b"\x04File\x1a\x05Never \x1e2\x0cClusterFirstB\x00J\x00R\x00X\x00`\x00h\x00r\x00",
+            b"\x82\x01\x00\x8a\x01\x00\x92\x01\x9e\x01\x0aG\x0a/\x0a-\x0a\x0f\x0a\x04disk\x12",
+            b"\x02In\x1a\x03ssd\x12\x1a\x0a\x0dmetadata.name\x12\x05NotIn\x1a\x02n1\x12\x14",
+            b"\x08\x05\x12\x10\x0a\x0e\x0a\x04zone\x12\x06Exists\x121\x0a/\x0a\x0e\x0a\x0c\x0a",
+            b"\x03app\x12\x05cache\x12\x05other\x1a\x16kubernetes.io/hostname\x1a \x12\x1e\x08",
+            b"2\x12\x1a\x0a\x10\x12\x0e\x0a\x03app\x12\x02In\x1a\x03web\x1a\x04zone\"\x00\x9a",
+            b"\x01\x11default-scheduler\xba\x01\x18\x0a\x0810.0.0.1\x12\x02db\x12\x08db.local",
+            b"\xc2\x01\x00\xd2\x01)\x0a\x071.1.1.1\x12\x09svc.local\x1a\x0a\x0a\x05ndots\x12",
+            b"\x012\x1a\x07\x0a\x05edns0\x8a\x02G\x08\x01\x12\x04zone\x1a\x0dDoNotSchedule\"",
+            b"\x0a\x0a\x08\x0a\x03app\x12\x01a(\x022\x05Honor:\x06IgnoreB\x11pod-template-hash",
+            b"\x1a\x08 \x00(\x000\x00:\x00\x1a\x00\"\x00",
+        ];
+        let want: Value = serde_json::from_str(r#"{"kind":"Job","apiVersion":"batch/v1","metadata":{"name":"j2","namespace":"wire-cap4","annotations":{"cronjob.kubernetes.io/instantiate":"manual"},"ownerReferences":[{"apiVersion":"batch/v1","kind":"CronJob","name":"cj","uid":"1101d690-d113-46f8-a5d3-03e47fa8dbd7","controller":true}]},"spec":{"template":{"metadata":{},"spec":{"containers":[{"name":"app","image":"busybox","resources":{},"terminationMessagePath":"/dev/termination-log","terminationMessagePolicy":"File","imagePullPolicy":"Always"}],"restartPolicy":"Never","terminationGracePeriodSeconds":30,"dnsPolicy":"ClusterFirst","securityContext":{},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"disk","operator":"In","values":["ssd"]}],"matchFields":[{"key":"metadata.name","operator":"NotIn","values":["n1"]}]}]},"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":5,"preference":{"matchExpressions":[{"key":"zone","operator":"Exists"}]}}]},"podAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":[{"labelSelector":{"matchLabels":{"app":"cache"}},"namespaces":["other"],"topologyKey":"kubernetes.io/hostname"}]},"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[{"weight":50,"podAffinityTerm":{"labelSelector":{"matchExpressions":[{"key":"app","operator":"In","values":["web"]}]},"topologyKey":"zone","namespaceSelector":{}}}]}},"schedulerName":"default-scheduler","hostAliases":[{"ip":"10.0.0.1","hostnames":["db","db.local"]}],"dnsConfig":{"nameservers":["1.1.1.1"],"searches":["svc.local"],"options":[{"name":"ndots","value":"2"},{"name":"edns0"}]},"topologySpreadConstraints":[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"app":"a"}},"minDomains":2,"nodeAffinityPolicy":"Honor","nodeTaintsPolicy":"Ignore","matchLabelKeys":["pod-template-hash"]}]}}},"status":{}}"#).unwrap_or_default();
+        assert_eq!(ok(&parts.concat()), want);
     }
 }

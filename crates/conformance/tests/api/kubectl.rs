@@ -1,6 +1,7 @@
 //! kubectl against the server: typed generators, `create -f`, server-side apply of a CRD and a
 //! custom object, `get` (table, YAML, watch), `api-resources`, `patch` and `delete`.
-//! Skipped (with a message) when `kubectl` is not on PATH.
+//! kubectl is `$VIGIL_KUBECTL` (CI installs one there), else `kubectl` on PATH; the tests are
+//! skipped (with a message) without one.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -36,11 +37,14 @@ struct Kubectl {
 }
 
 impl Kubectl {
-    /// None when kubectl is not on PATH.
+    /// None when there is no kubectl (neither `$VIGIL_KUBECTL` nor on PATH).
     fn new(env: &mut TestEnv) -> Option<Self> {
-        let bin = std::env::split_paths(&std::env::var_os("PATH")?)
-            .map(|p| p.join("kubectl"))
-            .find(|p| p.is_file())?;
+        let bin = match std::env::var_os("VIGIL_KUBECTL").filter(|p| !p.is_empty()) {
+            Some(path) => Some(PathBuf::from(path)).filter(|p| p.is_file())?,
+            None => std::env::split_paths(&std::env::var_os("PATH")?)
+                .map(|p| p.join("kubectl"))
+                .find(|p| p.is_file())?,
+        };
         let dir = std::env::temp_dir().join(format!("vigil-kubectl-{}", env.namespace()));
         std::fs::create_dir_all(dir.join("cache")).expect("kubectl work directory");
         let kubeconfig = env
@@ -114,7 +118,7 @@ macro_rules! kubectl_or_skip {
         match Kubectl::new(&mut $env) {
             Some(k) => k,
             None => {
-                eprintln!("skipped: kubectl is not on PATH");
+                eprintln!("skipped: no kubectl (set VIGIL_KUBECTL or put kubectl on PATH)");
                 $env.cleanup().await;
                 return;
             }
@@ -414,6 +418,104 @@ async fn kubectl_server_side_apply_crd_and_custom_object() {
         "{stdout}"
     );
     delete_crd(&client, &crd_name).await;
+    env.cleanup().await;
+}
+
+/// The `sprockets.<group>` CRD: a described schema, as `kubectl explain` shows it.
+fn sprocket_crd(group: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("sprockets.{group}"), "labels": {vigil_testenv::TEST_LABEL: "true"}},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"plural": "sprockets", "singular": "sprocket", "kind": "Sprocket", "listKind": "SprocketList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "Sprocket turns the chain of a test bicycle.",
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "description": "Desired shape of the sprocket.",
+                            "required": ["teeth"],
+                            "properties": {
+                                "teeth": {"type": "integer", "description": "Number of teeth around the rim."},
+                                "finish": {"type": "string", "description": "Surface finish, polished or matte."},
+                                "offset": {"x-kubernetes-int-or-string": true, "description": "Offset from the hub."}
+                            }
+                        }
+                    }
+                }}
+            }]
+        }
+    })
+}
+
+#[tokio::test]
+async fn kubectl_explain_reads_the_crd_schema() {
+    let mut env = TestEnv::start().await.expect("test env");
+    let kubectl = kubectl_or_skip!(env);
+    let group = test_group(env.namespace(), "kexplain");
+    create_crd(&env.client(), sprocket_crd(&group)).await;
+    let api_version = format!("--api-version={group}/v1");
+    let words = |text: &str| text.split_whitespace().collect::<Vec<_>>().join(" ");
+
+    // A real server publishes a new CRD's schema shortly after it is established.
+    let top = poll_until("kubectl explain to know the CRD", || async {
+        let out = kubectl.run(&["explain", "sprockets", &api_version]).await;
+        out.success.then(|| words(&out.stdout))
+    })
+    .await;
+    for expected in [
+        "KIND: Sprocket",
+        "VERSION: v1",
+        "DESCRIPTION: Sprocket turns the chain of a test bicycle.",
+        "apiVersion <string>",
+        "metadata <ObjectMeta>",
+        "spec <Object>",
+    ] {
+        assert!(top.contains(expected), "{expected:?} in: {top}");
+    }
+
+    let spec = words(
+        &kubectl
+            .ok(&["explain", "sprockets.spec", &api_version])
+            .await,
+    );
+    for expected in [
+        "FIELD: spec <Object>",
+        "DESCRIPTION: Desired shape of the sprocket.",
+        "teeth <integer> -required-",
+        "Number of teeth around the rim.",
+        "finish <string>",
+        "Surface finish, polished or matte.",
+        "offset <Object>",
+    ] {
+        assert!(spec.contains(expected), "{expected:?} in: {spec}");
+    }
+
+    let field = words(
+        &kubectl
+            .ok(&["explain", "sprockets.spec.teeth", &api_version])
+            .await,
+    );
+    assert!(
+        field.contains("FIELD: teeth <integer>")
+            && field.contains("DESCRIPTION: Number of teeth around the rim."),
+        "{field}"
+    );
+    // metadata resolves to the real ObjectMeta documentation.
+    let meta = words(
+        &kubectl
+            .ok(&["explain", "sprockets.metadata.labels", &api_version])
+            .await,
+    );
+    assert!(meta.contains("FIELD: labels <map[string]string>"), "{meta}");
+
+    delete_crd(&env.client(), &format!("sprockets.{group}")).await;
     env.cleanup().await;
 }
 

@@ -15,6 +15,7 @@ mod kubectl;
 mod lifecycle;
 mod list;
 mod patch;
+mod protobuf;
 mod robustness;
 mod status;
 mod watch;

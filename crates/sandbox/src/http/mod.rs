@@ -371,7 +371,7 @@ fn resource(
             Ok(written_response(&info, &written, format, include))
         }
         (Method::DELETE, Some(name)) if target == Target::Main => {
-            let opts = delete_options(query, &body)?;
+            let opts = delete_options(query, headers, &body)?;
             let outcome = app
                 .store
                 .write(|s| ops::delete(s, &info, ns, name, &opts))?;
@@ -383,7 +383,7 @@ fn resource(
                     "the server does not allow this method on the requested resource",
                 ));
             }
-            delete_collection(app, &info, rp, query, &body)
+            delete_collection(app, &info, rp, query, headers, &body)
         }
         _ => Err(ApiError::method_not_allowed(
             "the server does not allow this method on the requested resource",
@@ -558,13 +558,12 @@ fn watch(
     Ok(r)
 }
 
-fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError> {
-    let from_body: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?
-    };
+fn delete_options(
+    query: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<DeleteOptions, ApiError> {
+    let from_body = request::decode_delete_options(headers, body)?;
     let text = |field: &str| {
         from_body
             .get(field)
@@ -627,10 +626,11 @@ fn delete_collection(
     info: &ResourceInfo,
     rp: &ResourcePath,
     query: &Query,
+    headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let filter = filter_for(info, rp, query)?;
-    let opts = delete_options(query, body)?;
+    let opts = delete_options(query, headers, body)?;
     let items = app.store.write(|state| {
         let page = query::list(state, info, &filter, None, None)?;
         let mut out = Vec::new();

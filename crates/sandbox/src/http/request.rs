@@ -274,6 +274,27 @@ pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiErro
     Ok(value)
 }
 
+/// Decodes a DELETE / deletecollection body (DeleteOptions): JSON, or protobuf as client-go's typed
+/// clients send it (Helm purging its release Secrets, for one). An empty body is no options.
+pub fn decode_delete_options(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    if body.is_empty() {
+        return Ok(Value::Object(serde_json::Map::new()));
+    }
+    let undecodable =
+        |e: String| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}"));
+    if content_type(headers) == "application/vnd.kubernetes.protobuf" {
+        let value = crate::protobuf::decode(body).map_err(undecodable)?;
+        let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
+        if kind != "DeleteOptions" {
+            return Err(undecodable(format!(
+                "expected kind DeleteOptions, got {kind:?}"
+            )));
+        }
+        return Ok(value);
+    }
+    serde_json::from_slice(body).map_err(|e| undecodable(e.to_string()))
+}
+
 /// Decodes a PATCH body and tells its flavour from the Content-Type.
 pub fn decode_patch(
     headers: &HeaderMap,

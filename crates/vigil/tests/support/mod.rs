@@ -43,3 +43,15 @@ pub async fn client(kubeconfig: &Path) -> kube::Client {
         .expect("config");
     kube::Client::try_from(config).expect("client")
 }
+
+/// A client program for the tests that drive real clients (kubectl, helm): the path in the
+/// environment variable `env_var` (CI installs them there), else `name` on PATH; None when neither.
+pub fn client_program(env_var: &str, name: &str) -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os(env_var).filter(|p| !p.is_empty()) {
+        let path = std::path::PathBuf::from(path);
+        return path.is_file().then_some(path);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
