@@ -145,6 +145,14 @@ async fn the_kubeconfig_reaches_a_tls_sandbox_and_public_paths_need_no_token() {
         stranger.apiserver_version().await.is_err(),
         "the certificate is not trusted without the kubeconfig's CA"
     );
+
+    // Stopping and resuming the listener (fault injection) serves TLS again on the same address.
+    sandbox
+        .restart(Duration::from_millis(50))
+        .await
+        .expect("restart");
+    let (code, body) = get(&anonymous, "/version", None).await;
+    assert_eq!(code, 200, "TLS after a restart: {body}");
     sandbox.shutdown().await;
 }
 
