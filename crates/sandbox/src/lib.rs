@@ -27,6 +27,7 @@ mod jsonpath;
 mod meta;
 mod ops;
 mod persist;
+mod pki;
 mod protobuf;
 mod query;
 mod resources;
@@ -34,6 +35,7 @@ mod schema;
 mod selector;
 mod store;
 mod strategic_merge;
+mod tls;
 mod version;
 
 use std::net::SocketAddr;
@@ -48,6 +50,7 @@ use tokio::task::JoinHandle;
 pub use controllers::Loops;
 pub use faults::Fault;
 pub use persist::{FLUSH_INTERVAL, PersistError};
+pub use pki::{CA_CERT_FILE, CA_KEY_FILE, PkiError};
 pub use version::{InvalidKubeVersion, KubeVersion};
 
 /// How to run a sandbox.
@@ -68,6 +71,10 @@ pub struct SandboxConfig {
     pub data_dir: Option<PathBuf>,
     /// The version `/version` reports; `None` reports the sandbox's own `v1.33.0-vigil-sandbox`.
     pub kube_version: Option<KubeVersion>,
+    /// Serve HTTPS with a self-signed CA (kept in `data_dir` when there is one) whose certificate
+    /// the kubeconfig carries; client-go (kubectl, Helm) sends a bearer token only over TLS.
+    /// Off by default: in-process tests and benchmarks talk plain HTTP on loopback.
+    pub tls: bool,
 }
 
 impl Default for SandboxConfig {
@@ -80,6 +87,7 @@ impl Default for SandboxConfig {
             loops: Loops::default(),
             data_dir: None,
             kube_version: None,
+            tls: false,
         }
     }
 }
@@ -98,6 +106,10 @@ pub enum SandboxError {
     Stopped,
     #[error(transparent)]
     DataDir(#[from] PersistError),
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    #[error("cannot configure TLS: {0}")]
+    Tls(#[from] rustls::Error),
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
         path: String,
@@ -110,6 +122,8 @@ pub enum SandboxError {
 pub struct Sandbox {
     addr: SocketAddr,
     token: Option<String>,
+    /// With TLS: the CA certificate (PEM) clients trust.
+    ca_pem: Option<String>,
     app: Arc<http::App>,
     shutdown: watch::Sender<bool>,
     control: mpsc::Sender<Control>,
@@ -161,6 +175,12 @@ impl Sandbox {
                 None
             }
         };
+        let (tls, ca_pem) = if config.tls {
+            let pki = pki::Pki::new(data_dir.as_ref().map(|d| d.path()), addr.ip())?;
+            (Some(tls::server_config(&pki)?), Some(pki.ca_pem))
+        } else {
+            (None, None)
+        };
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (control, control_rx) = mpsc::channel(4);
         let app = Arc::new(http::App {
@@ -179,8 +199,14 @@ impl Sandbox {
             app: app.clone(),
             control: control_rx,
             shutdown: shutdown_rx.clone(),
+            tls,
         };
-        let mut tasks = controllers::spawn(&store, config.loops, &shutdown_rx);
+        // New namespaces' `kube-root-ca.crt` holds the CA clients trust, as on a real cluster.
+        let root_ca: Arc<str> = ca_pem
+            .as_deref()
+            .unwrap_or(controllers::PLAIN_HTTP_CA_PEM)
+            .into();
+        let mut tasks = controllers::spawn(&store, config.loops, root_ca, &shutdown_rx);
         tasks.push(tokio::spawn(supervisor.run(listener)));
         let persister = data_dir.map(|dir| {
             let (stop, stopped) = oneshot::channel();
@@ -193,6 +219,7 @@ impl Sandbox {
         Ok(Self {
             addr,
             token: config.token,
+            ca_pem,
             app,
             shutdown,
             control,
@@ -206,9 +233,19 @@ impl Sandbox {
         self.addr
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT`, or `https://…` with TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.ca_pem.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// With TLS, the CA certificate (PEM) that signed the serving certificate.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
     }
 
     /// The bearer token clients must send, if any.
@@ -223,8 +260,18 @@ impl Sandbox {
             Some(t) => format!("\n    token: {}", quote(t)),
             None => " {}".to_owned(),
         };
+        let ca = match &self.ca_pem {
+            Some(pem) => format!(
+                "\n    certificate-authority-data: {}",
+                quote(&base64::Engine::encode(
+                    &base64::engine::general_purpose::STANDARD,
+                    pem
+                ))
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: vigil-sandbox\n  cluster:\n    server: {}\nusers:\n- name: vigil-sandbox\n  user:{user}\ncontexts:\n- name: vigil-sandbox\n  context:\n    cluster: vigil-sandbox\n    user: vigil-sandbox\n    namespace: default\ncurrent-context: vigil-sandbox\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: vigil-sandbox\n  cluster:\n    server: {}{ca}\nusers:\n- name: vigil-sandbox\n  user:{user}\ncontexts:\n- name: vigil-sandbox\n  context:\n    cluster: vigil-sandbox\n    user: vigil-sandbox\n    namespace: default\ncurrent-context: vigil-sandbox\n",
             quote(&self.url())
         )
     }
@@ -358,6 +405,8 @@ struct Supervisor {
     app: Arc<http::App>,
     control: mpsc::Receiver<Control>,
     shutdown: watch::Receiver<bool>,
+    /// With TLS: the configuration every connection is handshaken with.
+    tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Supervisor {
@@ -392,7 +441,22 @@ impl Supervisor {
     /// Serves until a command or the sandbox's shutdown; returns the command (None on shutdown).
     async fn serve_until_told(&mut self, listener: tokio::net::TcpListener) -> Option<Control> {
         let (stop, stopped) = watch::channel(false);
-        let server = tokio::spawn(serve(listener, http::router(self.app.clone()), stopped));
+        let router = http::router(self.app.clone());
+        let server = match &self.tls {
+            Some(config) => tokio::spawn(serve(
+                tls::TlsListener::new(listener, config.clone()),
+                router,
+                stopped,
+            )),
+            None => {
+                use axum::serve::ListenerExt as _;
+                // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
+                let listener = listener.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
+                tokio::spawn(serve(listener, router, stopped))
+            }
+        };
         let command = tokio::select! {
             _ = self.shutdown.wait_for(|stop| *stop) => None,
             command = self.control.recv() => command,
@@ -405,16 +469,11 @@ impl Supervisor {
     }
 }
 
-async fn serve(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    mut stop: watch::Receiver<bool>,
-) {
-    use axum::serve::ListenerExt as _;
-    // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
+async fn serve<L>(listener: L, router: axum::Router, mut stop: watch::Receiver<bool>)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
     let stopped = async move {
         let _ = stop.wait_for(|stop| *stop).await;
     };

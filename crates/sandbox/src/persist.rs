@@ -121,6 +121,11 @@ impl DataDir {
         ))
     }
 
+    /// The directory itself (other files kept there, such as the TLS CA, live beside the state).
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes `snapshot` atomically: temp file, fsync, rename, fsync of the directory.
     pub fn write(&self, snapshot: &Snapshot) -> Result<(), PersistError> {
         let temp = self.dir.join(TEMP_FILE);

@@ -16,9 +16,14 @@ pub struct SandboxArgs {
     /// Write a kubeconfig for kubectl and kube-rs to this file.
     #[arg(long, value_name = "FILE")]
     kubeconfig_out: Option<PathBuf>,
-    /// Require this bearer token on every request (others get 401).
+    /// Require this bearer token on every request (others get 401), except the paths a real
+    /// cluster serves anonymously: /version, /healthz, /livez and /readyz.
     #[arg(long, env = "VIGIL_SANDBOX_TOKEN", hide_env_values = true)]
     token: Option<String>,
+    /// Serve HTTPS with a self-signed CA (kept in --data-dir, so a restart keeps it); the
+    /// kubeconfig carries the CA. kubectl, Helm and client-go send a token only over TLS.
+    #[arg(long)]
+    tls: bool,
     /// Change events kept for watches to resume from; older resourceVersions get 410 Expired.
     #[arg(long, default_value_t = 10_000)]
     watch_window: usize,
@@ -44,6 +49,7 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         watch_window: args.watch_window,
         data_dir: args.data_dir,
         kube_version: args.kube_version,
+        tls: args.tls,
         ..SandboxConfig::default()
     };
     let sandbox = Sandbox::start(config)

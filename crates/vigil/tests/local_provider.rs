@@ -132,7 +132,7 @@ async fn a_local_cluster_is_a_real_api_server_that_outlives_its_provider_and_com
     let id = created.id.clone();
     let cluster = running(&provider, &id).await;
     let url = cluster.api_server_url.clone().expect("url");
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     assert_eq!(cluster.master_version.as_deref(), Some("1.30.0"));
 
     // The kubeconfig reaches the API server, which reports the version asked for.
@@ -293,4 +293,83 @@ async fn deletes_are_refused_by_configuration_too() {
         other => panic!("not refused: {other:?}"),
     }
     assert!(Path::new(&root.0.join(&id)).exists());
+}
+
+/// kubectl: `VIGIL_KUBECTL`, else the first `kubectl` on PATH; `None` when there is none.
+fn kubectl() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("VIGIL_KUBECTL") {
+        return Some(PathBuf::from(path)).filter(|p| p.is_file());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|p| p.join("kubectl"))
+        .find(|p| p.is_file())
+}
+
+/// Runs kubectl with `kubeconfig`; asserts it succeeded and returns its stdout.
+async fn kubectl_ok(bin: &Path, kubeconfig: &Path, cache: &Path, args: &[&str]) -> String {
+    let run = tokio::process::Command::new(bin)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cache-dir")
+        .arg(cache)
+        .arg("--request-timeout=10s")
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .unwrap_or_else(|_| panic!("kubectl {args:?} did not finish within 30s"))
+        .expect("run kubectl");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The kubeconfig a local cluster hands out (the one the controller stores in the
+/// `<name>-kubeconfig` Secret) works with client-go, which sends a bearer token only over TLS.
+#[tokio::test]
+async fn a_local_cluster_kubeconfig_works_with_kubectl() {
+    let root = Root::new("kubectl");
+    let provider = root.provider();
+    let id = provider
+        .create(&contract::request(UUID, "kubectl", "1.28", &[]))
+        .await
+        .expect("create")
+        .id;
+    let cluster = running(&provider, &id).await;
+    let kubeconfig = cluster.kubeconfig.clone().expect("kubeconfig");
+    assert!(
+        kubeconfig.contains("server: \"https://127.0.0.1:")
+            && kubeconfig.contains("certificate-authority-data: "),
+        "the kubeconfig names a TLS server and its CA: {kubeconfig}"
+    );
+    let Some(bin) = kubectl() else {
+        eprintln!(
+            "skipped the kubectl part: no kubectl binary (set VIGIL_KUBECTL or put kubectl on PATH)"
+        );
+        return;
+    };
+    let file = root.0.join("cluster.kubeconfig");
+    std::fs::write(&file, &kubeconfig).expect("write kubeconfig");
+    let cache = root.0.join("kubectl-cache");
+
+    let version = kubectl_ok(&bin, &file, &cache, &["version", "-o", "json"]).await;
+    let version: serde_json::Value = serde_json::from_str(&version).expect("JSON");
+    assert_eq!(
+        version["serverVersion"]["gitVersion"], "v1.28.0",
+        "{version}"
+    );
+    let namespaces = kubectl_ok(&bin, &file, &cache, &["get", "namespaces", "-o", "name"]).await;
+    for ns in ["default", "kube-system"] {
+        assert!(
+            namespaces.lines().any(|l| l == format!("namespace/{ns}")),
+            "{namespaces}"
+        );
+    }
 }

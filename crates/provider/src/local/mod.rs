@@ -41,6 +41,10 @@ use crate::{
 /// any, is the reason given).
 pub const REFUSE_DELETE: &str = "refuse-delete";
 
+/// The CA certificate `vigil sandbox --tls` keeps in its data directory (`vigil_sandbox::CA_CERT_FILE`;
+/// this crate talks to sandboxes only as processes, so it names the file rather than link the crate).
+const CA_FILE: &str = "ca.crt";
+
 /// How the local provider runs clusters.
 #[derive(Debug, Clone)]
 pub struct LocalConfig {
@@ -49,7 +53,7 @@ pub struct LocalConfig {
     /// The program that serves a cluster (the `vigil` binary).
     pub program: PathBuf,
     /// Its leading arguments, subcommand included; the provider appends `--listen`,
-    /// `--data-dir`, `--kube-version` and `--kubeconfig-out` (the token goes in the environment,
+    /// `--data-dir`, `--kube-version`, `--kubeconfig-out` and `--tls` (the token goes in the environment,
     /// `VIGIL_SANDBOX_TOKEN`, to stay out of `ps`).
     pub args: Vec<String>,
     /// Extra environment for the processes (e.g. `RUST_LOG`).
@@ -111,8 +115,17 @@ pub struct LocalProvider {
     /// One operation at a time per cluster within this process (the controller already
     /// serialises per object; this guards direct callers and tests).
     locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Clients of the clusters' API servers, by id, with the port and token they were made for.
-    clients: Mutex<HashMap<String, (u16, String, kube::Client)>>,
+    /// Clients of the clusters' API servers, by id.
+    clients: Mutex<HashMap<String, CachedClient>>,
+}
+
+/// A client of one cluster's API server, with what it was made for: a restart on another port,
+/// or the move from plain HTTP to TLS, needs a new one.
+struct CachedClient {
+    port: u16,
+    token: String,
+    ca: Option<String>,
+    client: kube::Client,
 }
 
 impl std::fmt::Debug for LocalProvider {
@@ -283,25 +296,54 @@ impl LocalProvider {
             .map_err(|e| io(&format!("writing cluster {}", record.id), e))
     }
 
-    fn kubeconfig(record: &Record) -> String {
+    /// The CA the cluster's API server serves TLS with: `ca.crt`, which `vigil sandbox --tls` keeps
+    /// in its data directory. `None` before a TLS server first ran there, or for a cluster started
+    /// by an older Vigil that served plain HTTP (it moves to TLS at its next restart).
+    fn ca_pem(&self, id: &str) -> Option<String> {
+        std::fs::read_to_string(self.data_dir(id).join(CA_FILE))
+            .ok()
+            .filter(|pem| pem.contains("BEGIN CERTIFICATE"))
+    }
+
+    /// The API server's URL: https once it has a CA.
+    fn url(record: &Record, ca: Option<&str>) -> String {
+        let scheme = if ca.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", record.port)
+    }
+
+    fn kubeconfig(record: &Record, ca: Option<&str>) -> String {
         // The same document `vigil sandbox --kubeconfig-out` writes, so both copies agree.
         let quote = |s: &str| serde_json::Value::from(s).to_string();
+        let ca_line = ca
+            .map(|pem| {
+                format!(
+                    "\n    certificate-authority-data: {}",
+                    quote(&base64::Engine::encode(
+                        &base64::engine::general_purpose::STANDARD,
+                        pem
+                    ))
+                )
+            })
+            .unwrap_or_default();
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: vigil-sandbox\n  cluster:\n    server: {}\nusers:\n- name: vigil-sandbox\n  user:\n    token: {}\ncontexts:\n- name: vigil-sandbox\n  context:\n    cluster: vigil-sandbox\n    user: vigil-sandbox\n    namespace: default\ncurrent-context: vigil-sandbox\n",
-            quote(&format!("http://127.0.0.1:{}", record.port)),
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: vigil-sandbox\n  cluster:\n    server: {}{ca_line}\nusers:\n- name: vigil-sandbox\n  user:\n    token: {}\ncontexts:\n- name: vigil-sandbox\n  context:\n    cluster: vigil-sandbox\n    user: vigil-sandbox\n    namespace: default\ncurrent-context: vigil-sandbox\n",
+            quote(&Self::url(record, ca)),
             quote(&record.token)
         )
     }
 
     async fn client(&self, record: &Record) -> ProviderResult<kube::Client> {
-        if let Some((port, token, client)) = lock(&self.clients).get(&record.id)
-            && *port == record.port
-            && *token == record.token
+        let ca = self.ca_pem(&record.id);
+        if let Some(cached) = lock(&self.clients).get(&record.id)
+            && cached.port == record.port
+            && cached.token == record.token
+            && cached.ca == ca
         {
-            return Ok(client.clone());
+            return Ok(cached.client.clone());
         }
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&Self::kubeconfig(record))
-            .map_err(|e| io("kubeconfig", e))?;
+        let kubeconfig =
+            kube::config::Kubeconfig::from_yaml(&Self::kubeconfig(record, ca.as_deref()))
+                .map_err(|e| io("kubeconfig", e))?;
         let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
             .await
             .map_err(|e| io("kubeconfig", e))?;
@@ -311,12 +353,18 @@ impl LocalProvider {
         let client = kube::Client::try_from(config).map_err(|e| io("client", e))?;
         lock(&self.clients).insert(
             record.id.clone(),
-            (record.port, record.token.clone(), client.clone()),
+            CachedClient {
+                port: record.port,
+                token: record.token.clone(),
+                ca,
+                client: client.clone(),
+            },
         );
         Ok(client)
     }
 
     fn view(&self, record: &Record, report: Report) -> ProviderCluster {
+        let ca = self.ca_pem(&record.id);
         let recorded = match record.phase {
             Phase::Provisioning => ClusterState::Provisioning,
             Phase::Running => ClusterState::Running,
@@ -345,9 +393,9 @@ impl LocalProvider {
             progress: report.progress,
             kube_version: record.kube_version.clone(),
             master_version: record.master_version.clone(),
-            api_server_url: served.then(|| format!("http://127.0.0.1:{}", record.port)),
+            api_server_url: served.then(|| Self::url(record, ca.as_deref())),
             addons,
-            kubeconfig: served.then(|| Self::kubeconfig(record)),
+            kubeconfig: served.then(|| Self::kubeconfig(record, ca.as_deref())),
             message: report.message.or_else(|| record.note.clone()),
             type_: record.request.type_.clone(),
             env: record.request.env.clone(),

@@ -50,6 +50,8 @@ pub fn spawn(spec: &Spawn<'_>) -> std::io::Result<u32> {
         .arg(spec.kube_version)
         .arg("--kubeconfig-out")
         .arg(spec.kubeconfig)
+        // TLS, as a real API server: client-go (kubectl, Helm) sends the token only over TLS.
+        .arg("--tls")
         // The token goes through the environment: a command line is readable by every user.
         .env("VIGIL_SANDBOX_TOKEN", spec.token)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))

@@ -17,9 +17,10 @@ use crate::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 use crate::resources::ResourceInfo;
 use crate::store::{Event, EventType, State, Store, Stored};
 
-/// One pass of the lifecycle loops over the events since the previous one.
-pub fn pass(store: &Store, loops: Loops, events: Option<&[Event]>) {
-    sweep(store, loops, &Triggers::from_events(events));
+/// One pass of the lifecycle loops over the events since the previous one. `root_ca` is the PEM
+/// bundle new namespaces get in their `kube-root-ca.crt` ConfigMap.
+pub fn pass(store: &Store, loops: Loops, root_ca: &str, events: Option<&[Event]>) {
+    sweep(store, loops, root_ca, &Triggers::from_events(events));
 }
 
 /// What the events since the last pass call for.
@@ -101,12 +102,12 @@ impl Triggers {
 }
 
 /// One pass over the store; returns whether it changed anything.
-pub fn sweep(store: &Store, loops: Loops, triggers: &Triggers) -> bool {
+pub fn sweep(store: &Store, loops: Loops, root_ca: &str, triggers: &Triggers) -> bool {
     let work = find_work(&store.read(), loops, triggers);
     if work.is_empty() {
         return false;
     }
-    store.write(|state| do_work(state, &work));
+    store.write(|state| do_work(state, root_ca, &work));
     true
 }
 
@@ -358,9 +359,9 @@ fn delete_quietly(state: &mut State, storage_key: &str, obj: &Stored) {
     }
 }
 
-fn do_work(state: &mut State, work: &Work) {
+fn do_work(state: &mut State, root_ca: &str, work: &Work) {
     for ns in &work.new_namespaces {
-        populate_namespace(state, ns);
+        populate_namespace(state, ns, root_ca);
     }
     for ns in &work.terminating_namespaces {
         terminate_namespace(state, ns);
@@ -384,7 +385,7 @@ pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
 
 /// What kube-controller-manager puts in every new namespace: a `default` ServiceAccount and the
 /// root CA ConfigMap. Clients see them on real clusters, so tests must see them here too.
-fn populate_namespace(state: &mut State, ns: &str) {
+fn populate_namespace(state: &mut State, ns: &str, root_ca: &str) {
     let opts = ops::WriteOptions {
         field_manager: "kube-controller-manager".into(),
         ..Default::default()
@@ -397,7 +398,7 @@ fn populate_namespace(state: &mut State, ns: &str) {
         (
             "configmaps",
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": ns},
-                   "data": {"ca.crt": SANDBOX_CA_PEM}}),
+                   "data": {"ca.crt": root_ca}}),
         ),
     ];
     for (resource, body) in objects {
@@ -408,8 +409,8 @@ fn populate_namespace(state: &mut State, ns: &str) {
     }
 }
 
-/// A placeholder CA bundle: the sandbox serves plain HTTP, so no client verifies it.
-const SANDBOX_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nvigil-sandbox serves plain HTTP on loopback; no CA is used\n-----END CERTIFICATE-----\n";
+/// The CA bundle of a sandbox serving plain HTTP: a placeholder, since no client verifies it.
+pub const PLAIN_HTTP_CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nvigil-sandbox serves plain HTTP on loopback; no CA is used\n-----END CERTIFICATE-----\n";
 
 fn namespaced_keys(state: &State) -> Vec<Arc<str>> {
     state

@@ -9,6 +9,8 @@
 pub mod endpoints;
 pub mod lifecycle;
 
+pub use lifecycle::PLAIN_HTTP_CA_PEM;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,12 +43,13 @@ impl Default for Loops {
 pub fn spawn(
     store: &Arc<Store>,
     loops: Loops,
+    root_ca: Arc<str>,
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let mut tasks = vec![tokio::spawn(drive(
         store.clone(),
         shutdown.clone(),
-        move |s, events| lifecycle::pass(s, loops, events),
+        move |s, events| lifecycle::pass(s, loops, &root_ca, events),
     ))];
     if loops.endpoints {
         let mut controller = endpoints::EndpointsController::default();

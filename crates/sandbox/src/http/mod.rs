@@ -62,7 +62,8 @@ pub fn router(app: Arc<App>) -> axum::Router {
 
 async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
-    if !authorized(&app, &parts.headers) {
+    if !authorized(&app, &parts.headers) && !public(&parts.method, parts.uri.path(), &parts.headers)
+    {
         return error_response(&ApiError::unauthorized());
     }
     let declared = parts
@@ -136,6 +137,18 @@ fn authorized(app: &App, headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     given.is_some_and(|g| constant_time_eq(g.trim().as_bytes(), token.as_bytes()))
+}
+
+/// Paths a real cluster lets anyone read: the `system:public-info-viewer` ClusterRole, bound to
+/// `system:unauthenticated`, grants `get` on exactly these (not `/healthz/ping`, not HEAD).
+const PUBLIC_PATHS: &[&str] = &["/healthz", "/livez", "/readyz", "/version", "/version/"];
+
+/// Whether an anonymous request may have `path`. Only a request with no credentials at all is
+/// anonymous: a wrong token is refused with 401 even here, as kube-apiserver's authenticator does.
+fn public(method: &Method, path: &str, headers: &HeaderMap) -> bool {
+    method == Method::GET
+        && !headers.contains_key(header::AUTHORIZATION)
+        && PUBLIC_PATHS.contains(&path)
 }
 
 /// Compares secrets without leaking the matching prefix length through timing.
