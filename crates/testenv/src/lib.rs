@@ -23,7 +23,9 @@ use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
-pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
+pub use vigil_kubelet::{
+    self, EXIT_CODE_ANNOTATION, KubeletConfig, RUN_SECONDS_ANNOTATION, STATE_ANNOTATION,
+};
 pub use vigil_sandbox;
 pub use wait::{WaitError, wait_for};
 pub use workloads::{SETTLE_TIMEOUT, WorkloadError};

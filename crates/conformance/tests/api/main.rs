@@ -18,3 +18,4 @@ mod patch;
 mod robustness;
 mod status;
 mod watch;
+mod workloads;
