@@ -10,7 +10,7 @@ use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::{Api, ResourceExt as _};
+use kube::ResourceExt as _;
 use serde_json::{Value, json};
 use vigil_testenv::{TestEnv, TestEnvOptions, wait_for};
 
