@@ -25,6 +25,7 @@ pub fn apply_defaults(
         ("", "secrets") => default_secret(obj),
         ("apps", kind @ ("deployments" | "replicasets")) => default_workload(obj, kind),
         ("batch", "jobs") => default_job(obj),
+        ("apps", "statefulsets") => default_stateful_set(obj),
         ("", "podtemplates") => {
             default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec")))
         }
@@ -203,6 +204,26 @@ fn default_workload(obj: &mut Value, kind: &str) {
             set_default(rolling, "maxUnavailable", json!("25%"));
             set_default(rolling, "maxSurge", json!("25%"));
         }
+    }
+    default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
+}
+
+fn default_stateful_set(obj: &mut Value) {
+    let spec = meta::object_mut(&mut obj["spec"]);
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    let strategy = meta::object_mut(spec.entry("updateStrategy").or_insert_with(|| json!({})));
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        let rolling =
+            meta::object_mut(strategy.entry("rollingUpdate").or_insert_with(|| json!({})));
+        set_default(rolling, "partition", json!(0));
     }
     default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
 }

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt as _;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use vigil_testenv::{TestEnv, TestEnvOptions, wait_for};
 
@@ -880,5 +880,235 @@ async fn a_job_fails_once_its_backoff_limit_is_exceeded() {
         pods[0].status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Failed")
     );
+    env.cleanup().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// StatefulSets
+// ---------------------------------------------------------------------------------------------
+
+fn stateful_set(name: &str, replicas: i32, policy: &str, not_ready: bool) -> StatefulSet {
+    let mut template = json!({"metadata": {"labels": {"app": name}},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/db:1.0"}]}});
+    if not_ready {
+        template["metadata"]["annotations"] = json!({vigil_testenv::STATE_ANNOTATION: "NotReady"});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas, "serviceName": name, "podManagementPolicy": policy,
+                 "selector": {"matchLabels": {"app": name}}, "template": template},
+    }))
+    .expect("statefulset")
+}
+
+async fn pod_names(env: &TestEnv, app: &str) -> Vec<String> {
+    let mut names: Vec<String> = active_pods(env, &format!("app={app}"))
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+async fn wait_sts(env: &TestEnv, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    wait_for(
+        &format!("statefulset {name}: {what}"),
+        ROLLOUT_TIMEOUT,
+        || async {
+            let sts = env
+                .api::<StatefulSet>()
+                .get(name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let s = serde_json::to_value(&sts.status).map_err(|e| e.to_string())?;
+            if ok(&s) && s["observedGeneration"].as_i64() == sts.metadata.generation {
+                Ok(Some(s))
+            } else {
+                Err(s.to_string())
+            }
+        },
+    )
+    .await
+    .expect("statefulset settles")
+}
+
+#[tokio::test]
+async fn a_stateful_set_runs_ordinal_pods_and_records_its_revision() {
+    let env = env().await;
+    let sts = env
+        .api::<StatefulSet>()
+        .create(
+            &PostParams::default(),
+            &stateful_set("db", 3, "OrderedReady", false),
+        )
+        .await
+        .expect("create");
+    let s = wait_sts(&env, "db", "3 ready", |s| {
+        s["readyReplicas"] == 3
+            && s["availableReplicas"] == 3
+            && s["currentReplicas"] == 3
+            && s["updatedReplicas"] == 3
+    })
+    .await;
+    assert_eq!(s["replicas"], 3);
+    assert_eq!(s["currentRevision"], s["updateRevision"]);
+    let revision = s["updateRevision"].as_str().unwrap_or_default().to_owned();
+    assert!(revision.starts_with("db-"), "{revision}");
+    assert_eq!(pod_names(&env, "db").await, ["db-0", "db-1", "db-2"]);
+    for (i, pod) in env
+        .api::<Pod>()
+        .list(&ListParams::default().labels("app=db"))
+        .await
+        .expect("pods")
+        .items
+        .iter()
+        .enumerate()
+    {
+        let name = format!("db-{i}");
+        assert_eq!(pod.name_any(), name);
+        let labels = pod.labels();
+        assert_eq!(labels.get("controller-revision-hash"), Some(&revision));
+        assert_eq!(
+            labels.get("statefulset.kubernetes.io/pod-name"),
+            Some(&name)
+        );
+        assert_eq!(
+            labels.get("apps.kubernetes.io/pod-index"),
+            Some(&i.to_string())
+        );
+        let spec = pod.spec.as_ref().expect("spec");
+        assert_eq!(spec.hostname.as_deref(), Some(name.as_str()));
+        assert_eq!(spec.subdomain.as_deref(), Some("db"));
+        assert_eq!(
+            controller_ref(pod),
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": sts.uid().expect("uid"), "controller": true, "blockOwnerDeletion": true})
+        );
+    }
+    let revisions = env
+        .api::<ControllerRevision>()
+        .list(&ListParams::default().labels("app=db"))
+        .await
+        .expect("revisions")
+        .items;
+    assert_eq!(revisions.len(), 1);
+    assert_eq!(revisions[0].name_any(), revision);
+    assert_eq!(revisions[0].revision, 1);
+
+    // Scale down: the highest ordinals go.
+    env.api::<StatefulSet>()
+        .patch(
+            "db",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 1}})),
+        )
+        .await
+        .expect("scale");
+    wait_for("db-1 and db-2 to go", ROLLOUT_TIMEOUT, || async {
+        let names = pod_names(&env, "db").await;
+        if names == ["db-0"] {
+            Ok(Some(()))
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await
+    .expect("scaled down");
+    wait_sts(&env, "db", "1 replica", |s| {
+        s["replicas"] == 1 && s["readyReplicas"] == 1
+    })
+    .await;
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn ordered_ready_waits_for_each_pod_and_parallel_does_not() {
+    let env = env().await;
+    env.api::<StatefulSet>()
+        .create(
+            &PostParams::default(),
+            &stateful_set("ord", 2, "OrderedReady", true),
+        )
+        .await
+        .expect("create");
+    env.api::<StatefulSet>()
+        .create(
+            &PostParams::default(),
+            &stateful_set("par", 2, "Parallel", true),
+        )
+        .await
+        .expect("create");
+    wait_for("both Parallel pods", ROLLOUT_TIMEOUT, || async {
+        let names = pod_names(&env, "par").await;
+        if names == ["par-0", "par-1"] {
+            Ok(Some(()))
+        } else {
+            Err(format!("{names:?}"))
+        }
+    })
+    .await
+    .expect("parallel pods");
+    env.wait_pod("ord-0", false)
+        .await
+        .expect("ord-0 running, not ready");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        pod_names(&env, "ord").await,
+        ["ord-0"],
+        "ord-1 waits for ord-0 to be Ready"
+    );
+    env.make_pod_ready("ord-0").await.expect("ord-0 ready");
+    env.wait_pod("ord-1", false)
+        .await
+        .expect("ord-1 comes once ord-0 is Ready");
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_stateful_set_rolls_a_new_template_out_from_the_highest_ordinal() {
+    let env = env().await;
+    env.api::<StatefulSet>()
+        .create(
+            &PostParams::default(),
+            &stateful_set("roll", 2, "OrderedReady", false),
+        )
+        .await
+        .expect("create");
+    let first = wait_sts(&env, "roll", "2 ready", |s| {
+        s["readyReplicas"] == 2 && s["updatedReplicas"] == 2
+    })
+    .await;
+    env.api::<StatefulSet>()
+        .patch("roll", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/db:2.0"}]}}}})))
+        .await
+        .expect("new template");
+    let s = wait_sts(&env, "roll", "rolled out", |s| {
+        s["updatedReplicas"] == 2
+            && s["readyReplicas"] == 2
+            && s["currentRevision"] == s["updateRevision"]
+            && s["updateRevision"] != first["updateRevision"]
+    })
+    .await;
+    assert_eq!(s["currentReplicas"], 2);
+    let mut revisions: Vec<i64> = env
+        .api::<ControllerRevision>()
+        .list(&ListParams::default().labels("app=roll"))
+        .await
+        .expect("revisions")
+        .items
+        .iter()
+        .map(|r| r.revision)
+        .collect();
+    revisions.sort();
+    assert_eq!(revisions, [1, 2]);
+    for pod in active_pods(&env, "app=roll").await {
+        assert_eq!(
+            pod.labels()
+                .get("controller-revision-hash")
+                .map(String::as_str),
+            s["updateRevision"].as_str()
+        );
+    }
     env.cleanup().await;
 }

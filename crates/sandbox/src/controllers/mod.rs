@@ -1,7 +1,7 @@
 //! Control loops that a real cluster runs next to the API server (kube-controller-manager and
 //! the apiserver's own finalizers), run in-process here so clients meet the same behaviour:
 //! namespace lifecycle, CRD instance cleanup, garbage collection, Endpoints/EndpointSlices, and
-//! the workload controllers (Deployments, ReplicaSets, Jobs).
+//! the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs).
 //!
 //! Each loop is a pass over the store, driven by [`drive`]: it wakes when the store changes,
 //! lets a burst of writes land, and hands the pass the events since its previous run (or `None`
@@ -33,6 +33,8 @@ pub struct Loops {
     pub replicasets: bool,
     /// Jobs: pods until `completions` succeed, back-off, status.
     pub jobs: bool,
+    /// StatefulSets: ordinal pods, ordered or parallel, rolling updates, status.
+    pub statefulsets: bool,
 }
 
 impl Default for Loops {
@@ -44,6 +46,7 @@ impl Default for Loops {
             deployments: true,
             replicasets: true,
             jobs: true,
+            statefulsets: true,
         }
     }
 }
@@ -71,6 +74,7 @@ pub fn spawn(
         deployments: loops.deployments,
         replicasets: loops.replicasets,
         jobs: loops.jobs,
+        statefulsets: loops.statefulsets,
     };
     if enabled.any() {
         let mut controller = workloads::WorkloadsController::new(enabled);

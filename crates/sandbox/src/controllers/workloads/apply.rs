@@ -88,3 +88,25 @@ pub fn delete(
     };
     ops::delete(state, &info, ns, name, &options).map(|_| ())
 }
+
+/// Sets an object's annotations the way a Deployment's `/status` write may (its status strategy
+/// keeps annotations from the request), so the change does not bump `metadata.generation` as a
+/// main-resource write of annotations would.
+pub fn set_annotations_via_status(
+    state: &mut State,
+    storage_key: &str,
+    obj: &Value,
+    annotations: Value,
+) -> Option<Value> {
+    let live = state.get(
+        storage_key,
+        crate::meta::namespace(obj),
+        crate::meta::name(obj),
+    )?;
+    let mut value = live.value.clone();
+    crate::meta::set_meta(&mut value, "annotations", annotations);
+    if value == live.value {
+        return Some(value);
+    }
+    Some(state.put(storage_key, value).value.clone())
+}

@@ -1,5 +1,6 @@
 //! The workload controllers of kube-controller-manager v1.28, run in-process: Deployments
-//! (`deployment/`), ReplicaSets (`replicaset.rs`) and Jobs (`job.rs`).
+//! (`deployment/`), ReplicaSets (`replicaset.rs`), StatefulSets (`statefulset.rs`) and Jobs
+//! (`job.rs`).
 //!
 //! [`WorkloadsController::pass`] turns the events since the last pass into the set of objects
 //! to sync (an object changed, or a pod or ReplicaSet it controls or could adopt changed) and
@@ -16,6 +17,7 @@ pub mod job;
 mod pods;
 pub mod replicaset;
 mod selector;
+pub mod statefulset;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -31,11 +33,12 @@ pub struct Enabled {
     pub deployments: bool,
     pub replicasets: bool,
     pub jobs: bool,
+    pub statefulsets: bool,
 }
 
 impl Enabled {
     pub fn any(self) -> bool {
-        self.deployments || self.replicasets || self.jobs
+        self.deployments || self.replicasets || self.jobs || self.statefulsets
     }
 }
 
@@ -43,6 +46,7 @@ impl Enabled {
 enum Kind {
     ReplicaSet,
     Deployment,
+    StatefulSet,
     Job,
 }
 
@@ -92,6 +96,7 @@ impl WorkloadsController {
             let again = store.write(|state| match kind {
                 Kind::ReplicaSet => replicaset::sync(state, ns, name, wall),
                 Kind::Deployment => deployment::sync(state, ns, name, wall),
+                Kind::StatefulSet => statefulset::sync(state, ns, name, wall),
                 Kind::Job => job::sync(state, ns, name, wall),
             });
             match again {
@@ -113,6 +118,7 @@ impl WorkloadsController {
         match kind {
             Kind::ReplicaSet => self.enabled.replicasets,
             Kind::Deployment => self.enabled.deployments,
+            Kind::StatefulSet => self.enabled.statefulsets,
             Kind::Job => self.enabled.jobs,
         }
     }
@@ -121,22 +127,28 @@ impl WorkloadsController {
         match kind {
             Kind::ReplicaSet => replicaset::STORAGE,
             Kind::Deployment => deployment::STORAGE,
+            Kind::StatefulSet => statefulset::STORAGE,
             Kind::Job => job::STORAGE,
         }
     }
 
     /// Every workload object (start, or the event log no longer reaches back).
     fn everything(&self, state: &State) -> BTreeSet<Key> {
-        [Kind::ReplicaSet, Kind::Deployment, Kind::Job]
-            .into_iter()
-            .filter(|k| self.enabled(*k))
-            .flat_map(|kind| {
-                state
-                    .range(Self::storage(kind), None, None)
-                    .map(move |o| (kind, o.namespace().to_owned(), o.name().to_owned()))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        [
+            Kind::ReplicaSet,
+            Kind::Deployment,
+            Kind::StatefulSet,
+            Kind::Job,
+        ]
+        .into_iter()
+        .filter(|k| self.enabled(*k))
+        .flat_map(|kind| {
+            state
+                .range(Self::storage(kind), None, None)
+                .map(move |o| (kind, o.namespace().to_owned(), o.name().to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect()
     }
 
     /// Every object of `kind` in a namespace: those that could adopt an orphan.
@@ -159,6 +171,7 @@ impl WorkloadsController {
         ) {
             ("apps/v1", "ReplicaSet") => Kind::ReplicaSet,
             ("apps/v1", "Deployment") => Kind::Deployment,
+            ("apps/v1", "StatefulSet") => Kind::StatefulSet,
             ("batch/v1", "Job") => Kind::Job,
             _ => return None,
         };
@@ -179,6 +192,9 @@ impl WorkloadsController {
                 }
                 job::STORAGE if self.enabled.jobs => {
                     out.insert(own(Kind::Job));
+                }
+                statefulset::STORAGE if self.enabled.statefulsets => {
+                    out.insert(own(Kind::StatefulSet));
                 }
                 replicaset::STORAGE => {
                     if self.enabled.replicasets {
@@ -213,6 +229,7 @@ impl WorkloadsController {
                             None if pods::controller_of(v).is_none() => {
                                 self.all_in(state, Kind::ReplicaSet, ns, &mut out);
                                 self.all_in(state, Kind::Job, ns, &mut out);
+                                self.all_in(state, Kind::StatefulSet, ns, &mut out);
                             }
                             None => {}
                         }

@@ -246,14 +246,21 @@ impl Sync<'_> {
         }
     }
 
-    /// Sets the Deployment's revision annotation (a metadata write, like `SetDeploymentRevision`).
+    /// Sets the Deployment's revision annotation (`SetDeploymentRevision`, written through
+    /// `/status` upstream, so the generation does not change).
     fn set_revision(&mut self, revision: &str) {
         if annotation(&self.d, REVISION) == Some(revision) {
             return;
         }
         let mut body = self.d.clone();
         set_annotation(&mut body, REVISION, revision.to_owned());
-        if let Ok(written) = apply::update(self.state, "apps", "deployments", body) {
+        let annotations = body
+            .pointer("/metadata/annotations")
+            .cloned()
+            .unwrap_or_default();
+        if let Some(written) =
+            apply::set_annotations_via_status(self.state, STORAGE, &self.d, annotations)
+        {
             self.d = written;
         }
     }
