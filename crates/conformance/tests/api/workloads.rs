@@ -807,6 +807,37 @@ async fn a_job_runs_pods_until_its_completions_succeed() {
     assert_eq!(spec.suspend, Some(false));
 
     let (j, s) = wait_job(&env, "work", "Complete").await;
+    let mut keys: Vec<&str> = s
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, _)| k.as_str())
+        .collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "completionTime",
+            "conditions",
+            "ready",
+            "startTime",
+            "succeeded",
+            "uncountedTerminatedPods"
+        ]
+    );
+    assert_eq!(s["uncountedTerminatedPods"], json!({}));
+    let complete = s["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Complete")
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        complete.get("reason").is_none_or(Value::is_null),
+        "no reason on Complete in v1.28: {complete}"
+    );
     assert_eq!(s["succeeded"], 2);
     assert!(s.get("failed").is_none_or(Value::is_null), "{s}");
     assert!(s.get("active").is_none_or(Value::is_null), "{s}");
@@ -1110,5 +1141,61 @@ async fn a_stateful_set_rolls_a_new_template_out_from_the_highest_ordinal() {
             s["updateRevision"].as_str()
         );
     }
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn a_failed_job_pod_is_replaced_after_a_back_off() {
+    let env = env().await;
+    env.api::<Job>()
+        .create(&PostParams::default(), &job("retry", 1, 1, 1, "1"))
+        .await
+        .expect("create job");
+    let started = std::time::Instant::now();
+    // The first pod fails; its replacement comes after the 10 s back-off, fails too, and the
+    // second failure exceeds backoffLimit 1.
+    let (_, s) = wait_job(&env, "retry", "Failed").await;
+    assert_eq!(s["failed"], 2);
+    assert!(
+        started.elapsed() >= Duration::from_secs(8),
+        "replaced after a back-off, not at once: {:?}",
+        started.elapsed()
+    );
+    let pods = env
+        .api::<Pod>()
+        .list(&ListParams::default().labels("job-name=retry"))
+        .await
+        .expect("pods")
+        .items;
+    assert_eq!(pods.len(), 2);
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn workload_loops_can_be_switched_off() {
+    let options = TestEnvOptions {
+        sandbox: vigil_testenv::vigil_sandbox::SandboxConfig {
+            loops: vigil_testenv::vigil_sandbox::Loops {
+                deployments: false,
+                replicasets: false,
+                statefulsets: false,
+                jobs: false,
+                ..vigil_testenv::vigil_sandbox::Loops::default()
+            },
+            ..Default::default()
+        },
+        // No kubelet needed: nothing may create pods.
+        ..TestEnvOptions::default()
+    };
+    let env = TestEnv::start_with(options).await.expect("env");
+    vigil_testenv::require_sandbox!(env);
+    create_deployment(&env, deployment("off", 1, "registry.example/app:1.0")).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        replica_sets(&env, "off").await.is_empty(),
+        "no Deployment controller, no ReplicaSet"
+    );
+    let d = env.api::<Deployment>().get("off").await.expect("get");
+    assert!(d.status.is_none_or(|s| s.observed_generation.is_none()));
     env.cleanup().await;
 }
