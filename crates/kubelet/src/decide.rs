@@ -7,6 +7,12 @@ use serde_json::{Value, json};
 
 /// Annotation that steers a pod: `Pending` or `NotReady` (absent: the pod becomes Ready).
 pub const STATE_ANNOTATION: &str = "kubelet.vigil.dev/state";
+/// Annotation that makes a pod's containers exit with this code once it has run (after the
+/// ready delay and [`RUN_SECONDS_ANNOTATION`]): `"0"` makes the pod `Succeeded`, any other
+/// code `Failed` (whatever its restartPolicy: the simulated kubelet never restarts containers).
+pub const EXIT_CODE_ANNOTATION: &str = "kubelet.vigil.dev/exit-code";
+/// Annotation: how many seconds a pod with an exit code runs (Ready) before it exits; default 0.
+pub const RUN_SECONDS_ANNOTATION: &str = "kubelet.vigil.dev/run-seconds";
 
 /// The state the kubelet reports for a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +23,8 @@ pub enum PodState {
     NotReady,
     /// Running, ready.
     Ready,
+    /// Its containers exited with this code: Succeeded (0) or Failed.
+    Exited(i32),
 }
 
 /// The kubelet's next step for a pod.
@@ -49,9 +57,29 @@ fn wanted_state(
         .as_ref()
         .and_then(|a| a.get(STATE_ANNOTATION))
         .map(String::as_str);
+    let exit_code =
+        annotation_of(pod, EXIT_CODE_ANNOTATION).and_then(|c| c.trim().parse::<i32>().ok());
     match annotation {
         Some("Pending") => (PodState::Pending, None),
         Some("NotReady") => (PodState::NotReady, None),
+        _ if exit_code.is_some() => {
+            let run = annotation_of(pod, RUN_SECONDS_ANNOTATION)
+                .and_then(|s| s.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map_or(Duration::ZERO, Duration::from_secs_f64);
+            let elapsed = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
+            let exit_at = ready_delay + run;
+            match exit_code {
+                Some(code) if started.is_some() && elapsed >= exit_at => {
+                    (PodState::Exited(code), None)
+                }
+                // Not started yet: report it running first, so it has a start time.
+                _ if elapsed >= ready_delay => {
+                    (PodState::Ready, Some(exit_at.saturating_sub(elapsed)))
+                }
+                _ => (PodState::NotReady, Some(ready_delay - elapsed)),
+            }
+        }
         _ => {
             let elapsed = started.map_or(Duration::ZERO, |s| now.saturating_duration_since(s));
             if elapsed >= ready_delay {
@@ -61,6 +89,14 @@ fn wanted_state(
             }
         }
     }
+}
+
+fn annotation_of<'a>(pod: &'a Pod, key: &str) -> Option<&'a str> {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(key))
+        .map(String::as_str)
 }
 
 /// The state a pod's status currently shows.
@@ -168,6 +204,10 @@ pub fn status(
         let value = if ok { "True" } else { "False" };
         json!({"type": type_, "status": value, "lastProbeTime": null, "lastTransitionTime": since(type_, value)})
     };
+    let exited = match state {
+        PodState::Exited(code) => Some(code),
+        _ => None,
+    };
     let running = state != PodState::Pending;
     let ready = state == PodState::Ready;
     let started_at = old
@@ -180,7 +220,10 @@ pub fn status(
         .iter()
         .flat_map(|s| s.containers.iter())
         .map(|c| {
-            let container_state = if running {
+            let container_state = if let Some(code) = exited {
+                json!({"terminated": {"exitCode": code, "reason": if code == 0 { "Completed" } else { "Error" },
+                       "startedAt": started_at, "finishedAt": now_text, "containerID": format!("vigil://{uid}/{}", c.name)}})
+            } else if running {
                 json!({"running": {"startedAt": started_at}})
             } else {
                 json!({"waiting": {"reason": "ContainerCreating"}})
@@ -191,20 +234,26 @@ pub fn status(
                 "imageID": "",
                 "containerID": format!("vigil://{uid}/{}", c.name),
                 "ready": ready,
-                "started": running,
+                "started": running && exited.is_none(),
                 "restartCount": 0,
                 "state": container_state,
             })
         })
         .collect();
+    let phase = match exited {
+        Some(0) => "Succeeded",
+        Some(_) => "Failed",
+        None if running => "Running",
+        None => "Pending",
+    };
     let mut status = json!({
-        "phase": if running { "Running" } else { "Pending" },
+        "phase": phase,
         "hostIP": host_ip,
         "hostIPs": [{"ip": host_ip}],
         "startTime": started_at,
         "qosClass": "BestEffort",
         "conditions": [
-            condition("PodReadyToStartContainers", running),
+            condition("PodReadyToStartContainers", running && exited.is_none()),
             condition("Initialized", true),
             condition("Ready", ready),
             condition("ContainersReady", ready),
@@ -212,6 +261,17 @@ pub fn status(
         ],
         "containerStatuses": containers,
     });
+    if exited.is_some()
+        && let Some(conditions) = status["conditions"].as_array_mut()
+    {
+        // As the real kubelet reports a finished pod.
+        for c in conditions
+            .iter_mut()
+            .filter(|c| c["type"] != "PodScheduled")
+        {
+            c["reason"] = json!("PodCompleted");
+        }
+    }
     if running {
         status["podIP"] = json!(ip);
         status["podIPs"] = json!([{"ip": ip}]);
@@ -336,6 +396,67 @@ mod tests {
         v["metadata"]["deletionGracePeriodSeconds"] = json!(0);
         assert_eq!(
             decide(&pod(v), "n1", None, Duration::ZERO, now),
+            Decision::Nothing
+        );
+    }
+
+    #[test]
+    fn an_exit_code_finishes_the_pod_after_it_ran() {
+        let now = Instant::now();
+        let mut v = bound(base());
+        v["metadata"]["annotations"] =
+            json!({EXIT_CODE_ANNOTATION: "0", RUN_SECONDS_ANNOTATION: "2"});
+        // Not started yet: it runs first.
+        assert!(matches!(
+            decide(&pod(v.clone()), "n1", None, Duration::ZERO, now),
+            Decision::Report {
+                state: PodState::Ready,
+                ..
+            }
+        ));
+        let started = now - Duration::from_secs(1);
+        assert_eq!(
+            decide(&pod(v.clone()), "n1", Some(started), Duration::ZERO, now),
+            Decision::Report {
+                state: PodState::Ready,
+                requeue_after: Some(Duration::from_secs(1))
+            }
+        );
+        let started = now - Duration::from_secs(3);
+        assert_eq!(
+            decide(&pod(v.clone()), "n1", Some(started), Duration::ZERO, now),
+            Decision::Report {
+                state: PodState::Exited(0),
+                requeue_after: None
+            }
+        );
+        let done = status(
+            &pod(v.clone()),
+            PodState::Exited(0),
+            "10.244.0.2",
+            "10.0.0.1",
+            chrono::Utc::now(),
+        );
+        assert_eq!(done["phase"], "Succeeded");
+        assert_eq!(
+            done["containerStatuses"][0]["state"]["terminated"]["reason"],
+            "Completed"
+        );
+        let failed = status(
+            &pod(v.clone()),
+            PodState::Exited(3),
+            "10.244.0.2",
+            "10.0.0.1",
+            chrono::Utc::now(),
+        );
+        assert_eq!(failed["phase"], "Failed");
+        assert_eq!(
+            failed["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+            3
+        );
+        v["status"] = done;
+        assert_eq!(
+            decide(&pod(v), "n1", Some(started), Duration::ZERO, now),
             Decision::Nothing
         );
     }

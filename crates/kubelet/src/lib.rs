@@ -4,7 +4,9 @@
 //! Running and Ready (after an optional delay), and finishes their graceful deletion.
 //!
 //! Tests steer a pod through the [`STATE_ANNOTATION`]: `Pending` keeps it pending, `NotReady`
-//! keeps it running but not ready; removing the annotation lets it become Ready.
+//! keeps it running but not ready; removing the annotation lets it become Ready. The
+//! [`EXIT_CODE_ANNOTATION`] makes a pod's containers exit with that code once it has run
+//! ([`RUN_SECONDS_ANNOTATION`] seconds, default 0): `Succeeded` for 0, `Failed` otherwise.
 
 mod decide;
 mod node;
@@ -22,7 +24,9 @@ use kube::{Client, ResourceExt as _};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use decide::{Decision, PodState, STATE_ANNOTATION, decide};
+pub use decide::{
+    Decision, EXIT_CODE_ANNOTATION, PodState, RUN_SECONDS_ANNOTATION, STATE_ANNOTATION, decide,
+};
 
 /// Field manager of every write the kubelet makes.
 pub const FIELD_MANAGER: &str = "vigil-kubelet";

@@ -24,6 +24,8 @@ pub fn apply_defaults(
         ("", "services") => default_service(obj, old, alloc),
         ("", "secrets") => default_secret(obj),
         ("apps", kind @ ("deployments" | "replicasets")) => default_workload(obj, kind),
+        ("batch", "jobs") => default_job(obj),
+        ("apps", "statefulsets") => default_stateful_set(obj),
         ("", "podtemplates") => {
             default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec")))
         }
@@ -204,6 +206,71 @@ fn default_workload(obj: &mut Value, kind: &str) {
         }
     }
     default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
+}
+
+fn default_stateful_set(obj: &mut Value) {
+    let spec = meta::object_mut(&mut obj["spec"]);
+    set_default(spec, "replicas", json!(1));
+    set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    set_default(
+        spec,
+        "persistentVolumeClaimRetentionPolicy",
+        json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+    );
+    let strategy = meta::object_mut(spec.entry("updateStrategy").or_insert_with(|| json!({})));
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        let rolling =
+            meta::object_mut(strategy.entry("rollingUpdate").or_insert_with(|| json!({})));
+        set_default(rolling, "partition", json!(0));
+    }
+    default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
+}
+
+fn default_job(obj: &mut Value) {
+    let spec = meta::object_mut(&mut obj["spec"]);
+    if spec.get("completions").is_none_or(Value::is_null)
+        && spec.get("parallelism").is_none_or(Value::is_null)
+    {
+        spec.insert("completions".into(), json!(1));
+    }
+    set_default(spec, "parallelism", json!(1));
+    set_default(spec, "backoffLimit", json!(6));
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+    default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
+}
+
+/// Labels a Job's strategy derives from its new uid (`batch.kubernetes.io/controller-uid` and
+/// friends on the Job, its template and its generated selector), unless `manualSelector`.
+pub fn label_with_uid(info: &ResourceInfo, obj: &mut Value) {
+    if info.crd.is_some() || info.group != "batch" || info.resource != "jobs" {
+        return;
+    }
+    if obj.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let uid = meta::meta_str(obj, "uid").to_owned();
+    let name = meta::name(obj).to_owned();
+    let labels = [
+        ("batch.kubernetes.io/controller-uid", &uid),
+        ("batch.kubernetes.io/job-name", &name),
+        ("controller-uid", &uid),
+        ("job-name", &name),
+    ];
+    let template_meta = meta::meta_mut(&mut obj["spec"]["template"]);
+    let template_labels =
+        meta::object_mut(template_meta.entry("labels").or_insert_with(|| json!({})));
+    for (k, v) in labels {
+        template_labels.insert(k.into(), json!(v));
+    }
+    let template_labels = Value::Object(template_labels.clone());
+    // A Job without labels of its own takes its template's, as the real strategy does.
+    if meta::labels(obj).is_none_or(Map::is_empty) {
+        meta::set_meta(obj, "labels", template_labels);
+    }
+    obj["spec"]["selector"] = json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}});
 }
 
 /// Kind-specific validation of a create (`old` = None) or update.

@@ -354,6 +354,7 @@ fn create_tracked(
     let now = meta::now_rfc3339();
     meta::set_meta(&mut obj, "uid", json!(meta::new_uid()));
     meta::set_meta(&mut obj, "creationTimestamp", json!(now));
+    builtin::label_with_uid(info, &mut obj);
     if info.tracks_generation {
         meta::set_meta(&mut obj, "generation", json!(1));
     }

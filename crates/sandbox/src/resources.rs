@@ -189,6 +189,9 @@ const BUILTINS: &[Builtin] = &[
     Builtin { group: "coordination.k8s.io", version: "v1", resource: "leases", kind: "Lease", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::Subdomain, storage: "coordination.k8s.io/leases", extra: NONE, fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "deployments", kind: "Deployment", namespaced: true, short: &["deploy"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/deployments", extra: &["scale"], fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "replicasets", kind: "ReplicaSet", namespaced: true, short: &["rs"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/replicasets", extra: &["scale"], fields: NONE },
+    Builtin { group: "apps", version: "v1", resource: "statefulsets", kind: "StatefulSet", namespaced: true, short: &["sts"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/statefulsets", extra: NONE, fields: NONE },
+    Builtin { group: "apps", version: "v1", resource: "controllerrevisions", kind: "ControllerRevision", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::Subdomain, storage: "apps/controllerrevisions", extra: NONE, fields: NONE },
+    Builtin { group: "batch", version: "v1", resource: "jobs", kind: "Job", namespaced: true, short: NONE, categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "batch/jobs", extra: NONE, fields: NONE },
     Builtin { group: "apiextensions.k8s.io", version: "v1", resource: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], categories: &["api-extensions"], status: DROP, name_rule: NameRule::Subdomain, storage: "apiextensions.k8s.io/customresourcedefinitions", extra: NONE, fields: NONE },
     Builtin { group: "rbac.authorization.k8s.io", version: "v1", resource: "roles", kind: "Role", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::PathSegment, storage: "rbac.authorization.k8s.io/roles", extra: NONE, fields: NONE },
     Builtin { group: "rbac.authorization.k8s.io", version: "v1", resource: "rolebindings", kind: "RoleBinding", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::PathSegment, storage: "rbac.authorization.k8s.io/rolebindings", extra: NONE, fields: NONE },
@@ -199,7 +202,13 @@ const BUILTINS: &[Builtin] = &[
 /// Kinds whose immediate DELETE answers with the deleted object (the others answer with a Success Status).
 const DELETE_RETURNS_OBJECT: &[&str] = &["pods", "services", "namespaces"];
 /// Built-in kinds whose strategy maintains `metadata.generation`.
-const TRACKS_GENERATION: &[&str] = &["deployments", "replicasets", "customresourcedefinitions"];
+const TRACKS_GENERATION: &[&str] = &[
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "jobs",
+    "customresourcedefinitions",
+];
 /// Kinds where PUT of a missing object creates it.
 const CREATE_ON_UPDATE: &[&str] = &["endpoints", "events", "leases"];
 

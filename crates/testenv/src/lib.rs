@@ -26,7 +26,9 @@ use vigil_sandbox::{Sandbox, SandboxConfig};
 
 pub use crds::{CrdError, install_crd, wait_until_served};
 pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
-pub use vigil_kubelet::{self, KubeletConfig, STATE_ANNOTATION};
+pub use vigil_kubelet::{
+    self, EXIT_CODE_ANNOTATION, KubeletConfig, RUN_SECONDS_ANNOTATION, STATE_ANNOTATION,
+};
 pub use vigil_sandbox;
 pub use wait::{WaitError, wait_for};
 pub use watchdog::{DEFAULT_LIMIT as WATCHDOG_DEFAULT_LIMIT, WATCHDOG_ENV, Watchdog};

@@ -19,3 +19,4 @@ mod protobuf;
 mod robustness;
 mod status;
 mod watch;
+mod workloads;

@@ -1,6 +1,7 @@
 //! Control loops that a real cluster runs next to the API server (kube-controller-manager and
 //! the apiserver's own finalizers), run in-process here so clients meet the same behaviour:
-//! namespace lifecycle, CRD instance cleanup, garbage collection, and Endpoints/EndpointSlices.
+//! namespace lifecycle, CRD instance cleanup, garbage collection, Endpoints/EndpointSlices, and
+//! the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs).
 //!
 //! Each loop is a pass over the store, driven by [`drive`]: it wakes when the store changes,
 //! lets a burst of writes land, and hands the pass the events since its previous run (or `None`
@@ -8,6 +9,7 @@
 
 pub mod endpoints;
 pub mod lifecycle;
+pub mod workloads;
 
 pub use lifecycle::PLAIN_HTTP_CA_PEM;
 
@@ -27,6 +29,14 @@ pub struct Loops {
     pub garbage_collector: bool,
     /// Endpoints and EndpointSlices for Services with selectors.
     pub endpoints: bool,
+    /// Deployments: ReplicaSets per template, rollouts, status.
+    pub deployments: bool,
+    /// ReplicaSets: pods to match `replicas`, adoption, status.
+    pub replicasets: bool,
+    /// Jobs: pods until `completions` succeed, back-off, status.
+    pub jobs: bool,
+    /// StatefulSets: ordinal pods, ordered or parallel, rolling updates, status.
+    pub statefulsets: bool,
 }
 
 impl Default for Loops {
@@ -35,6 +45,10 @@ impl Default for Loops {
             namespace_lifecycle: true,
             garbage_collector: true,
             endpoints: true,
+            deployments: true,
+            replicasets: true,
+            jobs: true,
+            statefulsets: true,
         }
     }
 }
@@ -59,14 +73,42 @@ pub fn spawn(
             move |s, events| controller.pass(s, events),
         )));
     }
+    let enabled = workloads::Enabled {
+        deployments: loops.deployments,
+        replicasets: loops.replicasets,
+        jobs: loops.jobs,
+        statefulsets: loops.statefulsets,
+    };
+    if enabled.any() {
+        let mut controller = workloads::WorkloadsController::new(enabled);
+        tasks.push(tokio::spawn(drive_timed(
+            store.clone(),
+            shutdown.clone(),
+            move |s, events| controller.pass(s, events),
+        )));
+    }
     tasks
 }
 
 /// Runs `pass` once at start (over the whole log) and then after every burst of changes.
 pub async fn drive(
     store: Arc<Store>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     mut pass: impl FnMut(&Store, Option<&[Event]>),
+) {
+    drive_timed(store, shutdown, move |s, events| {
+        pass(s, events);
+        None
+    })
+    .await
+}
+
+/// Like [`drive`], for a pass that may also ask to run again after a delay (a timer of its own,
+/// e.g. `minReadySeconds`), even if nothing changes in the store meanwhile.
+pub async fn drive_timed(
+    store: Arc<Store>,
+    mut shutdown: watch::Receiver<bool>,
+    mut pass: impl FnMut(&Store, Option<&[Event]>) -> Option<Duration>,
 ) {
     let mut changes = store.subscribe();
     let mut cursor = 0;
@@ -77,10 +119,17 @@ pub async fn drive(
             (state.all_events_after(cursor).ok(), state.rv())
         };
         cursor = next;
-        pass(&store, events.as_deref());
+        let again = pass(&store, events.as_deref());
+        let timer = async {
+            match again {
+                Some(after) => tokio::time::sleep(after).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return },
             _ = shutdown.changed() => return,
+            () = timer => {}
         }
         // Let a burst of writes land before looking once at all of them.
         tokio::time::sleep(Duration::from_millis(5)).await;
