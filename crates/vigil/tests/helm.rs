@@ -270,10 +270,8 @@ async fn helm_install_upgrade_rollback_uninstall() {
 }
 
 /// The same with `--wait` on every step: Helm waits for the Deployment to become available, which
-/// takes the sandbox's Deployment and ReplicaSet controllers (branch `workloads`; this test passes
-/// with it merged, checked against its commit a89c601). Remove the `ignore` once both are merged.
+/// takes the sandbox's Deployment and ReplicaSet controllers and its simulated kubelet.
 #[tokio::test]
-#[ignore = "needs the sandbox's Deployment/ReplicaSet controllers (branch `workloads`)"]
 async fn helm_install_upgrade_rollback_uninstall_with_wait() {
     lifecycle("helm-lifecycle-wait", true).await;
 }
