@@ -35,6 +35,8 @@ pub enum Bench {
     KubernetesCluster(crate::bench_kubernetes_cluster::KubernetesClusterBench),
     /// KafkaTopic: time to Ready for 500 topics, broker requests in steady state, deletion.
     KafkaTopic(crate::bench_kafka_topic::KafkaTopicBench),
+    /// A 1,000-replica Deployment on the sandbox: time to available, time to roll out a new template, RSS.
+    Deployment(crate::bench_deployment::DeploymentBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +73,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
         Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
         Bench::KafkaTopic(args) => crate::bench_kafka_topic::run(args).await,
+        Bench::Deployment(args) => crate::bench_deployment::run(args).await,
     }
 }
 
