@@ -124,6 +124,37 @@ fn reported_state(pod: &Pod) -> Option<PodState> {
     }
 }
 
+/// Whether the pod's required node affinity admits `node` by name (`matchFields` on
+/// `metadata.name`, as DaemonSet pods carry it). Label expressions are not evaluated: the
+/// simulated node accepts them.
+fn affinity_allows(pod: &Pod, node: &str) -> bool {
+    let terms = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|a| {
+            a.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    if terms.is_empty() {
+        return true;
+    }
+    // Terms are ORed; within a term, every field requirement must hold.
+    terms.iter().any(|t| {
+        t.match_fields.iter().flatten().all(|f| {
+            f.key != "metadata.name"
+                || match f.operator.as_str() {
+                    "In" => f.values.iter().flatten().any(|v| v == node),
+                    "NotIn" => !f.values.iter().flatten().any(|v| v == node),
+                    _ => true,
+                }
+        })
+    })
+}
+
 /// Decides what the kubelet of `node` does with `pod` now; `started` is when it first ran it.
 pub fn decide(
     pod: &Pod,
@@ -142,7 +173,7 @@ pub fn decide(
             .scheduler_name
             .as_deref()
             .is_none_or(|s| s == "default-scheduler");
-        return if !deleting && ours_to_schedule {
+        return if !deleting && ours_to_schedule && affinity_allows(pod, node) {
             Decision::Bind
         } else {
             Decision::Ignore
@@ -458,6 +489,22 @@ mod tests {
         assert_eq!(
             decide(&pod(v), "n1", Some(started), Duration::ZERO, now),
             Decision::Nothing
+        );
+    }
+
+    #[test]
+    fn a_pod_pinned_to_another_node_by_affinity_is_left_alone() {
+        let now = Instant::now();
+        let mut v = base();
+        v["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}});
+        assert_eq!(
+            decide(&pod(v.clone()), "n1", None, Duration::ZERO, now),
+            Decision::Ignore
+        );
+        assert_eq!(
+            decide(&pod(v), "n2", None, Duration::ZERO, now),
+            Decision::Bind
         );
     }
 }

@@ -26,6 +26,7 @@ pub fn apply_defaults(
         ("apps", kind @ ("deployments" | "replicasets")) => default_workload(obj, kind),
         ("batch", "jobs") => default_job(obj),
         ("apps", "statefulsets") => default_stateful_set(obj),
+        ("apps", "daemonsets") => default_daemon_set(obj),
         ("", "podtemplates") => {
             default_pod_spec(obj.get_mut("template").and_then(|t| t.get_mut("spec")))
         }
@@ -224,6 +225,20 @@ fn default_stateful_set(obj: &mut Value) {
         let rolling =
             meta::object_mut(strategy.entry("rollingUpdate").or_insert_with(|| json!({})));
         set_default(rolling, "partition", json!(0));
+    }
+    default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
+}
+
+fn default_daemon_set(obj: &mut Value) {
+    let spec = meta::object_mut(&mut obj["spec"]);
+    set_default(spec, "revisionHistoryLimit", json!(10));
+    let strategy = meta::object_mut(spec.entry("updateStrategy").or_insert_with(|| json!({})));
+    set_default(strategy, "type", json!("RollingUpdate"));
+    if strategy.get("type").and_then(Value::as_str) == Some("RollingUpdate") {
+        let rolling =
+            meta::object_mut(strategy.entry("rollingUpdate").or_insert_with(|| json!({})));
+        set_default(rolling, "maxUnavailable", json!(1));
+        set_default(rolling, "maxSurge", json!(0));
     }
     default_pod_spec(spec.get_mut("template").and_then(|t| t.get_mut("spec")));
 }

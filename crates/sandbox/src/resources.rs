@@ -191,6 +191,7 @@ const BUILTINS: &[Builtin] = &[
     Builtin { group: "apps", version: "v1", resource: "replicasets", kind: "ReplicaSet", namespaced: true, short: &["rs"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/replicasets", extra: &["scale"], fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "statefulsets", kind: "StatefulSet", namespaced: true, short: &["sts"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/statefulsets", extra: NONE, fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "controllerrevisions", kind: "ControllerRevision", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::Subdomain, storage: "apps/controllerrevisions", extra: NONE, fields: NONE },
+    Builtin { group: "apps", version: "v1", resource: "daemonsets", kind: "DaemonSet", namespaced: true, short: &["ds"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/daemonsets", extra: NONE, fields: NONE },
     Builtin { group: "batch", version: "v1", resource: "jobs", kind: "Job", namespaced: true, short: NONE, categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "batch/jobs", extra: NONE, fields: NONE },
     Builtin { group: "apiextensions.k8s.io", version: "v1", resource: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], categories: &["api-extensions"], status: DROP, name_rule: NameRule::Subdomain, storage: "apiextensions.k8s.io/customresourcedefinitions", extra: NONE, fields: NONE },
     Builtin { group: "rbac.authorization.k8s.io", version: "v1", resource: "roles", kind: "Role", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::PathSegment, storage: "rbac.authorization.k8s.io/roles", extra: NONE, fields: NONE },
@@ -206,6 +207,7 @@ const TRACKS_GENERATION: &[&str] = &[
     "deployments",
     "replicasets",
     "statefulsets",
+    "daemonsets",
     "jobs",
     "customresourcedefinitions",
 ];

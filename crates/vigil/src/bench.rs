@@ -37,6 +37,8 @@ pub enum Bench {
     KafkaTopic(crate::bench_kafka_topic::KafkaTopicBench),
     /// The sandbox beside kube-apiserver 1.28 (../shared/kube): start to ready, one fixed workload.
     Fidelity(crate::bench_fidelity::FidelityBench),
+    /// A 1,000-replica Deployment on the sandbox: time to available, time to roll out a new template, RSS.
+    Deployment(crate::bench_deployment::DeploymentBench),
 }
 
 #[derive(Debug, clap::Args)]
@@ -74,6 +76,7 @@ pub async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
         Bench::KafkaTopic(args) => crate::bench_kafka_topic::run(args).await,
         Bench::Fidelity(args) => crate::bench_fidelity::run(args).await,
+        Bench::Deployment(args) => crate::bench_deployment::run(args).await,
     }
 }
 

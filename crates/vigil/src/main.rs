@@ -6,6 +6,7 @@ mod bench_child;
 mod bench_configmap_sync;
 mod bench_critical_service;
 mod bench_critical_service_scale;
+mod bench_deployment;
 mod bench_endpoints;
 mod bench_fidelity;
 mod bench_kafka_topic;

@@ -6,7 +6,9 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{ControllerRevision, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::apps::v1::{
+    ControllerRevision, DaemonSet, Deployment, ReplicaSet, StatefulSet,
+};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt as _;
@@ -1197,5 +1199,159 @@ async fn workload_loops_can_be_switched_off() {
     );
     let d = env.api::<Deployment>().get("off").await.expect("get");
     assert!(d.status.is_none_or(|s| s.observed_generation.is_none()));
+    env.cleanup().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DaemonSets
+// ---------------------------------------------------------------------------------------------
+
+/// A DaemonSet limited to this test's node (a real cluster may have other tests' nodes).
+fn daemon_set(name: &str, node: &str, image: &str) -> DaemonSet {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                         "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                                  "containers": [{"name": "app", "image": image}]}},
+        },
+    }))
+    .expect("daemonset")
+}
+
+async fn wait_ds(env: &TestEnv, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    wait_for(
+        &format!("daemonset {name}: {what}"),
+        ROLLOUT_TIMEOUT,
+        || async {
+            let ds = env
+                .api::<DaemonSet>()
+                .get(name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let s = serde_json::to_value(&ds.status).map_err(|e| e.to_string())?;
+            if ok(&s) && s["observedGeneration"].as_i64() == ds.metadata.generation {
+                Ok(Some(s))
+            } else {
+                Err(s.to_string())
+            }
+        },
+    )
+    .await
+    .expect("daemonset settles")
+}
+
+#[tokio::test]
+async fn a_daemon_set_runs_one_pod_on_each_selected_ready_node() {
+    let env = env().await;
+    let node = env.node_name().expect("kubelet").to_owned();
+    let ds = env
+        .api::<DaemonSet>()
+        .create(
+            &PostParams::default(),
+            &daemon_set("agent", &node, "registry.example/agent:1"),
+        )
+        .await
+        .expect("create");
+    let s = wait_ds(&env, "agent", "one ready pod", |s| {
+        s["numberReady"] == 1 && s["numberAvailable"] == 1
+    })
+    .await;
+    assert_eq!(s["desiredNumberScheduled"], 1);
+    assert_eq!(s["currentNumberScheduled"], 1);
+    assert_eq!(s["numberMisscheduled"], 0);
+    assert_eq!(s["updatedNumberScheduled"], 1);
+    assert!(s.get("numberUnavailable").is_none_or(Value::is_null), "{s}");
+    let pods = active_pods(&env, "app=agent").await;
+    assert_eq!(pods.len(), 1);
+    let pod = &pods[0];
+    assert_eq!(
+        pod.spec.as_ref().and_then(|s| s.node_name.as_deref()),
+        Some(node.as_str())
+    );
+    let affinity = serde_json::to_value(pod.spec.as_ref().and_then(|s| s.affinity.as_ref()))
+        .expect("affinity");
+    assert_eq!(
+        affinity,
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}})
+    );
+    let tolerations: Vec<String> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.tolerations.clone())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|t| t.key.clone())
+        .collect();
+    assert!(
+        tolerations.contains(&"node.kubernetes.io/not-ready".to_owned())
+            && tolerations.contains(&"node.kubernetes.io/unschedulable".to_owned()),
+        "{tolerations:?}"
+    );
+    assert_eq!(
+        pod.labels()
+            .get("pod-template-generation")
+            .map(String::as_str),
+        Some("1")
+    );
+    let hash = pod
+        .labels()
+        .get("controller-revision-hash")
+        .cloned()
+        .expect("hash label");
+    let revisions = env
+        .api::<ControllerRevision>()
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .expect("revisions")
+        .items;
+    assert_eq!(revisions.len(), 1);
+    assert_eq!(revisions[0].name_any(), format!("agent-{hash}"));
+    assert_eq!(
+        controller_ref(pod),
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": ds.uid().expect("uid"), "controller": true, "blockOwnerDeletion": true})
+    );
+
+    // A new template replaces the pod.
+    env.api::<DaemonSet>()
+        .patch("agent", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "registry.example/agent:2"}]}}}})))
+        .await
+        .expect("update");
+    wait_for("the pod to be replaced", ROLLOUT_TIMEOUT, || async {
+        let pods = active_pods(&env, "app=agent").await;
+        let new: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.labels().get("controller-revision-hash") != Some(&hash))
+            .collect();
+        if pods.len() == 1 && new.len() == 1 {
+            Ok(Some(()))
+        } else {
+            Err(format!("{} pods, {} new", pods.len(), new.len()))
+        }
+    })
+    .await
+    .expect("replaced");
+    wait_ds(&env, "agent", "updated and ready", |s| {
+        s["updatedNumberScheduled"] == 1 && s["numberReady"] == 1
+    })
+    .await;
+
+    // A selector matching no node: no pod.
+    env.api::<DaemonSet>()
+        .create(
+            &PostParams::default(),
+            &daemon_set("nowhere", "no-such-node", "registry.example/agent:1"),
+        )
+        .await
+        .expect("create");
+    let s = wait_ds(&env, "nowhere", "nothing desired", |s| {
+        s["desiredNumberScheduled"] == 0
+    })
+    .await;
+    assert_eq!(s["currentNumberScheduled"], 0);
+    assert!(active_pods(&env, "app=nowhere").await.is_empty());
     env.cleanup().await;
 }

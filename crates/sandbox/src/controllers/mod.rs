@@ -1,7 +1,7 @@
 //! Control loops that a real cluster runs next to the API server (kube-controller-manager and
 //! the apiserver's own finalizers), run in-process here so clients meet the same behaviour:
 //! namespace lifecycle, CRD instance cleanup, garbage collection, Endpoints/EndpointSlices, and
-//! the workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs).
+//! the workload controllers (Deployments, ReplicaSets, StatefulSets, DaemonSets, Jobs).
 //!
 //! Each loop is a pass over the store, driven by [`drive`]: it wakes when the store changes,
 //! lets a burst of writes land, and hands the pass the events since its previous run (or `None`
@@ -37,6 +37,8 @@ pub struct Loops {
     pub jobs: bool,
     /// StatefulSets: ordinal pods, ordered or parallel, rolling updates, status.
     pub statefulsets: bool,
+    /// DaemonSets: a pod per Ready node, rolling updates, status.
+    pub daemonsets: bool,
 }
 
 impl Default for Loops {
@@ -49,6 +51,7 @@ impl Default for Loops {
             replicasets: true,
             jobs: true,
             statefulsets: true,
+            daemonsets: true,
         }
     }
 }
@@ -78,6 +81,7 @@ pub fn spawn(
         replicasets: loops.replicasets,
         jobs: loops.jobs,
         statefulsets: loops.statefulsets,
+        daemonsets: loops.daemonsets,
     };
     if enabled.any() {
         let mut controller = workloads::WorkloadsController::new(enabled);

@@ -1,6 +1,6 @@
 //! The workload controllers of kube-controller-manager v1.28, run in-process: Deployments
-//! (`deployment/`), ReplicaSets (`replicaset.rs`), StatefulSets (`statefulset.rs`) and Jobs
-//! (`job.rs`).
+//! (`deployment/`), ReplicaSets (`replicaset.rs`), StatefulSets (`statefulset.rs`), DaemonSets
+//! (`daemonset.rs`) and Jobs (`job.rs`).
 //!
 //! [`WorkloadsController::pass`] turns the events since the last pass into the set of objects
 //! to sync (an object changed, or a pod or ReplicaSet it controls or could adopt changed) and
@@ -11,6 +11,7 @@
 
 mod apply;
 mod claim;
+pub mod daemonset;
 pub mod deployment;
 mod hash;
 pub mod job;
@@ -34,11 +35,12 @@ pub struct Enabled {
     pub replicasets: bool,
     pub jobs: bool,
     pub statefulsets: bool,
+    pub daemonsets: bool,
 }
 
 impl Enabled {
     pub fn any(self) -> bool {
-        self.deployments || self.replicasets || self.jobs || self.statefulsets
+        self.deployments || self.replicasets || self.jobs || self.statefulsets || self.daemonsets
     }
 }
 
@@ -47,6 +49,7 @@ enum Kind {
     ReplicaSet,
     Deployment,
     StatefulSet,
+    DaemonSet,
     Job,
 }
 
@@ -97,6 +100,7 @@ impl WorkloadsController {
                 Kind::ReplicaSet => replicaset::sync(state, ns, name, wall),
                 Kind::Deployment => deployment::sync(state, ns, name, wall),
                 Kind::StatefulSet => statefulset::sync(state, ns, name, wall),
+                Kind::DaemonSet => daemonset::sync(state, ns, name, wall),
                 Kind::Job => job::sync(state, ns, name, wall),
             });
             match again {
@@ -119,6 +123,7 @@ impl WorkloadsController {
             Kind::ReplicaSet => self.enabled.replicasets,
             Kind::Deployment => self.enabled.deployments,
             Kind::StatefulSet => self.enabled.statefulsets,
+            Kind::DaemonSet => self.enabled.daemonsets,
             Kind::Job => self.enabled.jobs,
         }
     }
@@ -128,6 +133,7 @@ impl WorkloadsController {
             Kind::ReplicaSet => replicaset::STORAGE,
             Kind::Deployment => deployment::STORAGE,
             Kind::StatefulSet => statefulset::STORAGE,
+            Kind::DaemonSet => daemonset::STORAGE,
             Kind::Job => job::STORAGE,
         }
     }
@@ -172,6 +178,7 @@ impl WorkloadsController {
             ("apps/v1", "ReplicaSet") => Kind::ReplicaSet,
             ("apps/v1", "Deployment") => Kind::Deployment,
             ("apps/v1", "StatefulSet") => Kind::StatefulSet,
+            ("apps/v1", "DaemonSet") => Kind::DaemonSet,
             ("batch/v1", "Job") => Kind::Job,
             _ => return None,
         };
@@ -195,6 +202,19 @@ impl WorkloadsController {
                 }
                 statefulset::STORAGE if self.enabled.statefulsets => {
                     out.insert(own(Kind::StatefulSet));
+                }
+                daemonset::STORAGE if self.enabled.daemonsets => {
+                    out.insert(own(Kind::DaemonSet));
+                }
+                // A node came, went or changed readiness: every DaemonSet looks again.
+                "/nodes" if self.enabled.daemonsets => {
+                    out.extend(state.range(daemonset::STORAGE, None, None).map(|d| {
+                        (
+                            Kind::DaemonSet,
+                            d.namespace().to_owned(),
+                            d.name().to_owned(),
+                        )
+                    }));
                 }
                 replicaset::STORAGE => {
                     if self.enabled.replicasets {

@@ -17,7 +17,7 @@ use crate::meta;
 use crate::store::State;
 
 pub const STORAGE: &str = "apps/statefulsets";
-const REVISIONS: &str = "apps/controllerrevisions";
+pub(super) const REVISIONS: &str = "apps/controllerrevisions";
 /// The pod label naming the ControllerRevision a pod was made from.
 pub const REVISION_LABEL: &str = "controller-revision-hash";
 const POD_NAME_LABEL: &str = "statefulset.kubernetes.io/pod-name";
@@ -211,7 +211,13 @@ fn revision_data(set: &Value) -> Value {
 }
 
 /// The ControllerRevision of the set's current template: found or created. Returns its name.
-fn update_revision(state: &mut State, set: &Value, revisions: &[Value]) -> Option<String> {
+/// Shared with DaemonSets (`kind`), whose revisions have the same shape.
+pub(super) fn update_revision(
+    state: &mut State,
+    set: &Value,
+    revisions: &[Value],
+    kind: &str,
+) -> Option<String> {
     let data = revision_data(set);
     if let Some(existing) = revisions.iter().find(|r| r.get("data") == Some(&data)) {
         return Some(meta::name(existing).to_owned());
@@ -236,7 +242,7 @@ fn update_revision(state: &mut State, set: &Value, revisions: &[Value]) -> Optio
     let body = json!({
         "apiVersion": "apps/v1", "kind": "ControllerRevision",
         "metadata": {"name": name, "namespace": meta::namespace(set), "labels": labels,
-                     "ownerReferences": [pods::controller_ref("apps/v1", "StatefulSet", set)]},
+                     "ownerReferences": [pods::controller_ref("apps/v1", kind, set)]},
         "data": data,
         "revision": next,
     });
@@ -291,7 +297,7 @@ pub fn sync(state: &mut State, ns: &str, name: &str, now: DateTime<Utc>) -> Opti
         .filter(|r| pods::controller_uid(&r.value) == Some(uid.as_str()))
         .map(|r| r.value.clone())
         .collect();
-    let update = update_revision(state, &set, &revisions)?;
+    let update = update_revision(state, &set, &revisions, "StatefulSet")?;
     let current = set
         .pointer("/status/currentRevision")
         .and_then(Value::as_str)
