@@ -517,3 +517,37 @@ impl Drop for Cleanup {
         }
     }
 }
+
+/// Every value in values.yaml has a row in the chart README's table.
+#[test]
+fn the_readme_documents_every_value() {
+    fn leaves(value: &Value, prefix: &str, out: &mut Vec<String>) {
+        // Kubernetes objects passed through whole are one row each.
+        const WHOLE: &[&str] = &["resources", "podSecurityContext", "securityContext"];
+        match value.as_object() {
+            Some(map) if !map.is_empty() && !WHOLE.contains(&prefix) => {
+                for (k, v) in map {
+                    let path = if prefix.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{prefix}.{k}")
+                    };
+                    leaves(v, &path, out);
+                }
+            }
+            _ => out.push(prefix.to_owned()),
+        }
+    }
+    let values: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(chart_dir().join("values.yaml")).expect("values.yaml"),
+    )
+    .expect("values YAML");
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).expect("README.md");
+    let mut paths = Vec::new();
+    leaves(&values, "", &mut paths);
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !readme.contains(&format!("| `{p}` |")))
+        .collect();
+    assert!(missing.is_empty(), "undocumented values: {missing:?}");
+}
