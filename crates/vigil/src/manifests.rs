@@ -243,7 +243,7 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
         return write_chart(args, dir);
     }
     for object in objects(args)? {
-        println!("---\n{}", serde_saphyr::to_string(&object)?.trim_end());
+        crate::outln!("---\n{}", serde_saphyr::to_string(&object)?.trim_end())?;
     }
     Ok(())
 }
