@@ -378,7 +378,11 @@ fn install_upgrade_rollback_uninstall_on_a_real_cluster() {
     let get = |api_version: &str, kind: &str, ns: Option<&str>, name: &str| -> Option<Value> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-        let plural = format!("{}s", kind.to_lowercase());
+        let lower = kind.to_lowercase();
+        let plural = match lower.strip_suffix('y') {
+            Some(stem) => format!("{stem}ies"),
+            None => format!("{lower}s"),
+        };
         let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, &plural);
         let api: kube::Api<kube::api::DynamicObject> = match ns {
             Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &resource),
@@ -431,6 +435,41 @@ fn install_upgrade_rollback_uninstall_on_a_real_cluster() {
         "CRDs installed from crds/"
     );
 
+    // Every option the API server can check without the Prometheus Operator's CRDs: the
+    // server validates the Deployment, PDB, NetworkPolicy and Service they render.
+    let values = std::env::temp_dir().join(format!("vigil-chart-values-{id}.yaml"));
+    std::fs::write(&values, RICH_VALUES).expect("values file");
+    helm_in(&[
+        "upgrade",
+        &release,
+        chart,
+        "--values",
+        values.to_str().expect("utf-8 path"),
+    ]);
+    let _ = std::fs::remove_file(&values);
+    assert_eq!(replicas(), Some(json!(3)));
+    assert!(
+        get(
+            "policy/v1",
+            "PodDisruptionBudget",
+            Some(&namespace),
+            &release
+        )
+        .is_some(),
+        "PodDisruptionBudget"
+    );
+    assert!(
+        get(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            Some(&namespace),
+            &release
+        )
+        .is_some(),
+        "NetworkPolicy"
+    );
+    assert!(role_rules().contains("resourceNames"), "{}", role_rules());
+
     helm_in(&[
         "upgrade",
         &release,
@@ -450,7 +489,7 @@ fn install_upgrade_rollback_uninstall_on_a_real_cluster() {
     assert!(role_rules().contains("kafka.vigil.dev"));
     let history = helm_in(&["history", &release, "--output", "json"]);
     let revisions: Value = serde_json::from_str(&history).expect("history JSON");
-    assert_eq!(revisions.as_array().map(Vec::len), Some(3), "{history}");
+    assert_eq!(revisions.as_array().map(Vec::len), Some(4), "{history}");
 
     helm_in(&["uninstall", &release]);
     assert_eq!(replicas(), None);
@@ -466,6 +505,49 @@ fn install_upgrade_rollback_uninstall_on_a_real_cluster() {
     );
     drop(cleanup);
 }
+
+/// Values touching every part of the chart the API server validates.
+const RICH_VALUES: &str = r#"
+image: {repository: ghcr.io/example/vigil, tag: "9.9.9", pullPolicy: IfNotPresent}
+imagePullSecrets: [{name: regcred}]
+replicaCount: 3
+logLevel: debug
+watchNamespaces: [team-a, team-b]
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Exists, effect: NoSchedule}]
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 1
+        podAffinityTerm:
+          topologyKey: kubernetes.io/hostname
+          labelSelector: {matchLabels: {app.kubernetes.io/name: vigil}}
+topologySpreadConstraints:
+  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app.kubernetes.io/name: vigil}}}
+podAnnotations: {example.com/team: platform}
+podLabels: {team: platform}
+serviceAccount: {annotations: {eks.amazonaws.com/role-arn: "arn:aws:iam::123456789012:role/vigil"}}
+podDisruptionBudget: {enabled: true, minAvailable: 1}
+metrics: {port: 9090, service: {enabled: true}}
+networkPolicy:
+  enabled: true
+  metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]
+  egress: [{}]
+extraArgs: ["--lease-duration", "30s"]
+extraEnv: [{name: RUST_BACKTRACE, value: "1"}]
+criticalService: {podNamePrefix: fallback, podTemplate: {name: fallback-template, image: "nginx:1.27"}}
+configMapSync: {trustAll: true, secrets: true}
+statusVault:
+  location: s3://vigil-status/prod
+  resources: [services, deployments.apps]
+  s3: {existingSecret: vigil-s3, region: eu-west-1, endpoint: "http://minio.minio:9000"}
+  encryption: {existingSecret: vigil-vault-key}
+kubernetesCluster:
+  pollInterval: 5s
+  providers:
+    - {name: bank, url: "https://clusters.bank.example", tokenSecret: {name: bank-provider, key: token}}
+kafkaTopic: {secrets: {enabled: true, names: [kafka-tls]}, driftInterval: 0s, retryMax: 30s, brokerTimeout: 5s}
+"#;
 
 fn rand_suffix() -> u32 {
     std::time::SystemTime::now()
