@@ -223,6 +223,7 @@ fn deployment(args: &ManifestsArgs, labels: &Value) -> Value {
                         "env": [
                             env_from_field("POD_NAME", "metadata.name"),
                             env_from_field("POD_NAMESPACE", "metadata.namespace"),
+                            // Spelled out so the level is one edit away (the chart's `logLevel`).
                             {"name": "LOG_LEVEL", "value": "info"},
                         ],
                         "ports": [{"name": "metrics", "containerPort": 8080}],
