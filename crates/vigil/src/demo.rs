@@ -1,7 +1,7 @@
 //! `vigil demo`: Vigil's main job, seen in seconds without a cluster. It starts the sandbox, its
 //! simulated kubelet and the CriticalService controller in this process, plays the article's
 //! scenario step by step, provisions the KubernetesCluster article's cluster with the `local`
-//! provider ([`crate::demo_cluster`]), then keeps everything running for `kubectl` until Ctrl-C.
+//! provider ([`crate::demo_cluster`]), then keeps everything running for `kubectl` until Ctrl-C or SIGTERM.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -14,6 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_controllers::critical_service::controller;
@@ -235,6 +236,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     };
 
     if !args.exit {
+        // Listen before saying so: a SIGTERM right after the line (a supervisor, a test, `kill`)
+        // must reach the handler, not the default action that would leave the cluster behind.
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        let mut interrupt =
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
         println!(
             "\nexplore: kubectl --kubeconfig {} get crisvc,kc,pods,endpoints,secrets",
             args.kubeconfig_out.display()
@@ -243,9 +249,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
             "         kubectl --kubeconfig {} version   (the provisioned cluster; Ctrl-C to stop)",
             args.cluster_kubeconfig_out.display()
         );
-        tokio::signal::ctrl_c()
-            .await
-            .context("waiting for Ctrl-C")?;
+        // SIGTERM cleans up exactly as Ctrl-C does: the cluster is deleted through Vigil.
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = term.recv() => {}
+        }
     }
     act.finish(started).await?;
     let _ = std::fs::remove_file(&args.cluster_kubeconfig_out);

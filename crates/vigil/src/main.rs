@@ -24,10 +24,37 @@ mod status_restore;
 
 use clap::{Parser, Subcommand};
 
+/// `println!` that returns the write's error instead of panicking, for output that is piped:
+/// `vigil manifests | head -1` closes the pipe early, and [`main`] ends quietly on that.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
+
+/// True when the error comes from writing to a closed pipe (the reader is gone: not a failure).
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `vigil --version`: the release and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("VIGIL_COMMIT"),
+    ")"
+);
+
 #[derive(Debug, Parser)]
 #[command(
     name = "vigil",
-    version,
+    version = VERSION,
     about = "Vigil: a Kubernetes operator for platform teams"
 )]
 struct Cli {
@@ -91,7 +118,7 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(*args).await,
             Command::Manifests(args) => manifests::run(&args),
@@ -100,5 +127,9 @@ fn main() -> anyhow::Result<()> {
             Command::Bench(bench) => bench::run(bench).await,
             Command::Status(command) => status_cli::run(command).await,
         }
-    })
+    });
+    match result {
+        Err(error) if is_broken_pipe(&error) => Ok(()),
+        other => other,
+    }
 }

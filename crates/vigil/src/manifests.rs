@@ -47,7 +47,8 @@ pub struct ManifestsArgs {
     /// KafkaTopic: grant `get` on Secrets, for Topics whose cluster names TLS or SASL Secrets.
     #[arg(long)]
     kafka_topic_secrets: bool,
-    /// Instead of printing, write a Helm chart rendering the same objects into this directory.
+    /// Instead of printing, write the generated files of the Helm chart in this directory (its
+    /// CRDs and the RBAC rules of each controller; the templates around them are hand-written).
     #[arg(long, value_name = "DIR")]
     chart: Option<std::path::PathBuf>,
 }
@@ -58,33 +59,43 @@ const KUBERNETES_CLUSTERS: &str = "kubernetesclusters.vigil.dev";
 
 /// The objects to install, in apply order.
 pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
-    let mut permissions: Vec<Permission> = Vec::new();
+    // Rules per controller, in the order the controllers are named, a rule another controller
+    // already brought left out: the chart assembles its ClusterRole the same way from the
+    // controllers enabled (`templates/_rules.tpl`), so both render the same rules.
+    let mut cluster_rules: Vec<Value> = Vec::new();
+    let mut grant = |permissions: &[Permission]| {
+        for rule in rules(permissions) {
+            if !cluster_rules.contains(&rule) {
+                cluster_rules.push(rule);
+            }
+        }
+    };
     let mut crds = Vec::new();
     for controller in &args.controllers {
         match controller.as_str() {
             critical_service::NAME => {
-                permissions.extend_from_slice(critical_service::PERMISSIONS);
+                grant(critical_service::PERMISSIONS);
                 crds.push(serde_json::to_value(CriticalService::crd())?);
             }
             status_vault::NAME => {
-                permissions.extend_from_slice(status_vault::PERMISSIONS);
+                grant(status_vault::PERMISSIONS);
                 crds.push(serde_json::to_value(StatusBackupPolicy::crd())?);
             }
             kubernetes_cluster::NAME => {
-                permissions.extend_from_slice(kubernetes_cluster::PERMISSIONS);
+                grant(kubernetes_cluster::PERMISSIONS);
                 crds.push(serde_json::to_value(KubernetesCluster::crd())?);
             }
             configmap_sync::NAME => {
-                permissions.extend_from_slice(configmap_sync::PERMISSIONS);
+                grant(configmap_sync::PERMISSIONS);
                 if args.configmapsync_secrets {
-                    permissions.extend_from_slice(configmap_sync::SECRET_PERMISSIONS);
+                    grant(configmap_sync::SECRET_PERMISSIONS);
                 }
                 crds.push(serde_json::to_value(ConfigMapSync::crd())?);
             }
             kafka_topic::NAME => {
-                permissions.extend_from_slice(kafka_topic::PERMISSIONS);
+                grant(kafka_topic::PERMISSIONS);
                 if args.kafka_topic_secrets {
-                    permissions.extend_from_slice(kafka_topic::SECRET_PERMISSIONS);
+                    grant(kafka_topic::SECRET_PERMISSIONS);
                 }
                 crds.push(serde_json::to_value(Topic::crd())?);
             }
@@ -96,7 +107,6 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
     let mut out = crds;
     out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}));
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels}}));
-    let mut cluster_rules = rules(&permissions);
     if args.controllers.iter().any(|c| c == status_vault::NAME) {
         // KubernetesClusters' status is what the vault exists for: covered whenever both run.
         let mut covered = args.status_vault_resources.clone();
@@ -210,7 +220,12 @@ fn deployment(args: &ManifestsArgs, labels: &Value) -> Value {
                         "name": NAME,
                         "image": args.image,
                         "args": ["run", "--controllers", args.controllers.join(",")],
-                        "env": [env_from_field("POD_NAME", "metadata.name"), env_from_field("POD_NAMESPACE", "metadata.namespace")],
+                        "env": [
+                            env_from_field("POD_NAME", "metadata.name"),
+                            env_from_field("POD_NAMESPACE", "metadata.namespace"),
+                            // Spelled out so the level is one edit away (the chart's `logLevel`).
+                            {"name": "LOG_LEVEL", "value": "info"},
+                        ],
                         "ports": [{"name": "metrics", "containerPort": 8080}],
                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"}, "periodSeconds": 10},
                         "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"}, "periodSeconds": 5},
@@ -229,81 +244,79 @@ pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
         return write_chart(args, dir);
     }
     for object in objects(args)? {
-        println!("---\n{}", serde_saphyr::to_string(&object)?.trim_end());
+        crate::outln!("---\n{}", serde_saphyr::to_string(&object)?.trim_end())?;
     }
     Ok(())
 }
 
-/// Placeholders the chart's templates replace with Helm expressions. The chart is generated
-/// from the very objects `vigil manifests` prints, so the two cannot drift apart.
-const NAMESPACE_MARK: &str = "vigil-chart-namespace";
-const IMAGE_MARK: &str = "vigil-chart-image";
-const REPLICAS_MARK: i64 = 987_654_321;
-
-/// Helm expressions standing for the placeholders, in the rendered text.
-const HELM_VALUES: &[(&str, &str)] = &[
-    (NAMESPACE_MARK, "{{ .Release.Namespace }}"),
-    (IMAGE_MARK, "{{ .Values.image | quote }}"),
-    ("987654321", "{{ .Values.replicas }}"),
-];
-
-/// The chart's files: path → content.
+/// The chart's files that are generated from the code, path → content: the CRDs (from the Rust
+/// types) and `templates/_rules.tpl`, the RBAC rules each controller's code declares. The rest
+/// of `charts/vigil` (templates, values, schema) is written by hand around them; a test renders
+/// it with Helm and compares the result with [`objects`].
 pub fn chart_files(args: &ManifestsArgs) -> anyhow::Result<BTreeMap<String, String>> {
-    let marked = ManifestsArgs {
-        namespace: NAMESPACE_MARK.into(),
-        image: IMAGE_MARK.into(),
-        controllers: args.controllers.clone(),
-        status_vault_resources: args.status_vault_resources.clone(),
-        configmapsync_secrets: args.configmapsync_secrets,
-        kafka_topic_secrets: args.kafka_topic_secrets,
-        chart: None,
-    };
     let mut files = BTreeMap::new();
-    let version = env!("CARGO_PKG_VERSION");
-    files.insert(
-        "Chart.yaml".into(),
-        format!(
-            "apiVersion: v2\nname: vigil\ndescription: Vigil, a Kubernetes operator for platform teams (generated by `vigil manifests --chart`)\ntype: application\nversion: {version}\nappVersion: \"{version}\"\n"
-        ),
-    );
-    files.insert(
-        "values.yaml".into(),
-        format!(
-            "# Container image of Vigil.\nimage: \"{}\"\n# Replicas: one leads (a Lease), the others keep warm caches.\nreplicas: 2\n",
-            args.image
-        ),
-    );
-    let mut templates = String::new();
-    for mut object in objects(&marked)? {
-        match object["kind"].as_str() {
-            // Helm installs CRDs from crds/, before templates, and never templates them.
-            Some("CustomResourceDefinition") => {
-                let name = object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or("crd")
-                    .to_owned();
-                let yaml = serde_saphyr::to_string(&object)?;
-                files.insert(
-                    format!("crds/{name}.yaml"),
-                    format!("{}\n", yaml.trim_end()),
-                );
-            }
-            // `helm install --create-namespace` makes the release namespace.
-            Some("Namespace") => {}
-            _ => {
-                if object["kind"] == "Deployment" {
-                    object["spec"]["replicas"] = json!(REPLICAS_MARK);
-                }
-                let yaml = serde_saphyr::to_string(&object)?;
-                templates.push_str(&format!("---\n{}\n", yaml.trim_end()));
-            }
+    for object in objects(args)? {
+        // Helm installs CRDs from crds/, before templates, and never templates them.
+        if object["kind"] == "CustomResourceDefinition" {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or("crd")
+                .to_owned();
+            let yaml = serde_saphyr::to_string(&object)?;
+            files.insert(
+                format!("crds/{name}.yaml"),
+                format!("{}\n", yaml.trim_end()),
+            );
         }
     }
-    for (mark, expression) in HELM_VALUES {
-        templates = templates.replace(mark, expression);
-    }
-    files.insert("templates/vigil.yaml".into(), templates);
+    files.insert("templates/_rules.tpl".into(), rules_template()?);
     Ok(files)
+}
+
+/// Helm defines holding each controller's ClusterRole rules (a YAML list), so the chart grants
+/// exactly what the code declares for the controllers a release enables.
+fn rules_template() -> anyhow::Result<String> {
+    let strings = |v: &[&str]| v.iter().map(|s| json!(s)).collect::<Vec<_>>();
+    let lease = vec![
+        json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": LEASE_VERBS}),
+    ];
+    let defines: Vec<(&str, Vec<Value>)> = vec![
+        (critical_service::NAME, rules(critical_service::PERMISSIONS)),
+        (configmap_sync::NAME, rules(configmap_sync::PERMISSIONS)),
+        (
+            "configmapsync.secrets",
+            rules(configmap_sync::SECRET_PERMISSIONS),
+        ),
+        (status_vault::NAME, rules(status_vault::PERMISSIONS)),
+        (
+            kubernetes_cluster::NAME,
+            rules(kubernetes_cluster::PERMISSIONS),
+        ),
+        (kafka_topic::NAME, rules(kafka_topic::PERMISSIONS)),
+        ("kafkatopic.secrets", rules(kafka_topic::SECRET_PERMISSIONS)),
+        ("leaderelection", lease),
+        (
+            "statusvault.coveredVerbs",
+            strings(status_vault::controller::COVERED_VERBS),
+        ),
+        (
+            "statusvault.coveredStatusVerbs",
+            strings(status_vault::controller::COVERED_STATUS_VERBS),
+        ),
+    ];
+    let mut out = String::from(
+        "{{/*\nGenerated by `vigil manifests --chart charts/vigil` from the permissions each \
+         controller's code declares\n(crates/controllers): do not edit. One YAML list per \
+         controller; templates/rbac.yaml grants those of the\nenabled controllers.\n*/}}\n",
+    );
+    for (name, list) in defines {
+        let yaml = serde_saphyr::to_string(&list)?;
+        out.push_str(&format!(
+            "{{{{- define \"vigil.rules.{name}\" }}}}\n{}\n{{{{- end }}}}\n",
+            yaml.trim_end()
+        ));
+    }
+    Ok(out)
 }
 
 fn write_chart(args: &ManifestsArgs, dir: &std::path::Path) -> anyhow::Result<()> {
@@ -314,7 +327,7 @@ fn write_chart(args: &ManifestsArgs, dir: &std::path::Path) -> anyhow::Result<()
         }
         std::fs::write(&target, content)?;
     }
-    println!("chart written to {}", dir.display());
+    println!("generated files of the chart written to {}", dir.display());
     Ok(())
 }
 
@@ -506,48 +519,45 @@ mod chart_tests {
         }
     }
 
-    /// Renders the chart's templates the way Helm would with the given values.
-    fn render(template: &str, namespace: &str, image: &str, replicas: i64) -> Vec<Value> {
-        let text = template
-            .replace("{{ .Release.Namespace }}", namespace)
-            .replace("{{ .Values.image | quote }}", &format!("{image:?}"))
-            .replace("{{ .Values.replicas }}", &replicas.to_string());
-        text.split("---\n")
-            .filter(|d| !d.trim().is_empty())
-            .map(|d| serde_saphyr::from_str(d).expect("rendered YAML"))
-            .collect()
-    }
-
+    /// The generated part of the chart (CRDs, RBAC rules) is what the code generates today. The
+    /// hand-written part is compared with `vigil manifests` by rendering it with Helm
+    /// (crates/vigil/tests/chart.rs).
     #[test]
     fn the_committed_chart_is_the_generated_one() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/vigil");
-        for (path, content) in chart_files(&args()).expect("chart") {
+        let files = chart_files(&args()).expect("chart");
+        assert!(
+            files.keys().any(|k| k.starts_with("crds/")),
+            "CRDs ship in crds/"
+        );
+        for (path, content) in files {
             let committed = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
             assert_eq!(
                 committed, content,
                 "charts/vigil/{path} is stale: run `cargo run -p vigil -- manifests --chart charts/vigil`"
             );
         }
+        let chart = std::fs::read_to_string(root.join("Chart.yaml")).expect("Chart.yaml");
+        let version = env!("CARGO_PKG_VERSION");
+        assert!(
+            chart.contains(&format!("\nversion: {version}\n"))
+                && chart.contains(&format!("\nappVersion: \"{version}\"\n")),
+            "Chart.yaml's version and appVersion are the crate's ({version})"
+        );
     }
 
     #[test]
-    fn the_chart_renders_the_same_objects_as_manifests() {
-        let files = chart_files(&args()).expect("chart");
-        let rendered = render(
-            &files["templates/vigil.yaml"],
-            "vigil-system",
-            &args().image,
-            2,
-        );
-        let expected: Vec<Value> = objects(&args())
-            .expect("objects")
-            .into_iter()
-            .filter(|o| o["kind"] != "CustomResourceDefinition" && o["kind"] != "Namespace")
-            .collect();
-        assert_eq!(rendered, expected);
-        assert!(
-            files.keys().any(|k| k.starts_with("crds/")),
-            "CRDs ship in crds/"
-        );
+    fn rules_are_granted_once_even_when_controllers_share_them() {
+        let all = objects(&args()).expect("objects");
+        let role = all
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .expect("cluster role");
+        let rules = role["rules"].as_array().expect("rules");
+        let events = rules
+            .iter()
+            .filter(|r| r["apiGroups"][0] == "events.k8s.io")
+            .count();
+        assert_eq!(events, 1, "{rules:?}");
     }
 }

@@ -391,15 +391,18 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
             .unwrap_or_default()
     );
     for key in keys {
-        println!("{key}");
-        println!(
+        crate::outln!("{key}")?;
+        crate::outln!(
             "  {:>8}  {:<24}  {:<36}  {:>15}  STATUS",
-            "VERSION", "TIME", "UID", "RESOURCEVERSION"
-        );
+            "VERSION",
+            "TIME",
+            "UID",
+            "RESOURCEVERSION"
+        )?;
         let versions = vault.versions(&key).await?;
         for (stored, entry) in versions.iter().zip(vault.history(&key).await?) {
             match entry {
-                Ok(record) => println!(
+                Ok(record) => crate::outln!(
                     "  {:>8}  {:<24}  {:<36}  {:>15}  {}{}",
                     stored.version,
                     record.time,
@@ -407,8 +410,8 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
                     record.resource_version,
                     if record.deleted { "(deleted) " } else { "" },
                     serde_json::to_string(&record.status)?
-                ),
-                Err(error) => println!("  {:>8}  unreadable: {error}", stored.version),
+                )?,
+                Err(error) => crate::outln!("  {:>8}  unreadable: {error}", stored.version)?,
             }
         }
     }
@@ -418,7 +421,7 @@ async fn history(args: &HistoryArgs) -> anyhow::Result<()> {
 async fn show(args: &ShowArgs) -> anyhow::Result<()> {
     let vault = args.common.open_existing(&args.vault).await?;
     let keys = vault.keys().await?;
-    println!(
+    crate::outln!(
         "vault {} ({}): {} objects",
         vault.location(),
         if vault.encrypted() {
@@ -427,14 +430,17 @@ async fn show(args: &ShowArgs) -> anyhow::Result<()> {
             "plain"
         },
         keys.len()
-    );
+    )?;
     if keys.is_empty() {
         return Ok(());
     }
-    println!(
+    crate::outln!(
         "{:<40}  {:<40}  {:>8}  {:<24}  STATE",
-        "KIND", "OBJECT", "VERSIONS", "LATEST"
-    );
+        "KIND",
+        "OBJECT",
+        "VERSIONS",
+        "LATEST"
+    )?;
     for key in keys {
         let history = vault.history(&key).await?;
         let corrupt = history.iter().filter(|h| h.is_err()).count();
@@ -459,13 +465,13 @@ async fn show(args: &ShowArgs) -> anyhow::Result<()> {
         if corrupt > 0 {
             state.push_str(&format!(", {corrupt} unreadable"));
         }
-        println!(
+        crate::outln!(
             "{:<40}  {:<40}  {:>8}  {:<24}  {state}",
             key.kind_and_group(),
             object,
             history.len(),
             latest.map(|r| r.time.as_str()).unwrap_or("-")
-        );
+        )?;
     }
     Ok(())
 }
