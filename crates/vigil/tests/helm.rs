@@ -160,7 +160,7 @@ async fn lifecycle(test: &str, wait: bool) {
         "-n",
         NAMESPACE,
         "--set",
-        "replicas=1",
+        "replicaCount=1",
     ];
     upgrade.extend_from_slice(waiting);
     helm.run(&upgrade);
