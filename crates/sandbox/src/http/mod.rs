@@ -32,6 +32,9 @@ use table::IncludeObject;
 /// Request bodies above this are refused with 413, as kube-apiserver does (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// How much of a body beyond [`MAX_BODY_BYTES`] is read and dropped before refusing it.
+const DISCARD_BYTES: usize = 256 * 1024;
+
 /// Shared state of the HTTP front.
 #[derive(Debug)]
 pub struct App {
@@ -66,17 +69,13 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     {
         return error_response(&ApiError::unauthorized());
     }
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|len| len > MAX_BODY_BYTES) {
-        return error_response(&ApiError::too_large(MAX_BODY_BYTES));
-    }
-    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
-        Ok(b) => b,
-        Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
+    // A body over the limit is still read a little past it before the 413: answering at once and
+    // closing on a client still sending makes it fail on a broken pipe (reliably over TLS) instead
+    // of reading the 413. kube-apiserver reads up to its limit, and Go's server discards up to
+    // 256 KiB more of an unread body before answering.
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES + DISCARD_BYTES).await {
+        Ok(b) if b.len() <= MAX_BODY_BYTES => b,
+        _ => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
     let query = Query::parse(parts.uri.query());
     if let Some(response) =
