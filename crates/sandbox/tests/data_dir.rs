@@ -2,7 +2,9 @@
 //! on its data directory (after a clean shutdown or a crash) serves the same objects with the same
 //! identities, and `/version` reports what was configured.
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::TempDir;
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -11,28 +13,6 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::core::ObjectMeta;
 use serde_json::json;
 use vigil_sandbox::{KubeVersion, Sandbox, SandboxConfig, SandboxError};
-
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_nanos();
-        Self(std::env::temp_dir().join(format!(
-            "vigil-sandbox-{label}-{}-{nanos:x}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 async fn start(dir: &Path) -> Sandbox {
     Sandbox::start(SandboxConfig {

@@ -4,6 +4,8 @@
 //! token, new namespaces' `kube-root-ca.crt` holds the CA, and a sandbox restarted on its data
 //! directory keeps its CA.
 
+mod common;
+use common::TempDir;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -12,28 +14,6 @@ use kube::api::{Api, ListParams, PostParams};
 use vigil_sandbox::{CA_CERT_FILE, CA_KEY_FILE, Sandbox, SandboxConfig};
 
 const TOKEN: &str = "vigil-tls-test-token";
-
-/// A directory under the system temp dir, removed when dropped.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .expect("clock")
-            .as_nanos();
-        Self(std::env::temp_dir().join(format!(
-            "vigil-sandbox-{label}-{}-{nanos:x}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 async fn start(data_dir: Option<PathBuf>) -> Sandbox {
     Sandbox::start(SandboxConfig {

@@ -47,13 +47,7 @@ pub fn update(
     resource: &str,
     body: Value,
 ) -> Result<Value, ApiError> {
-    let info = info(state, group, resource)?;
-    let (ns, name) = (
-        crate::meta::namespace(&body).to_owned(),
-        crate::meta::name(&body).to_owned(),
-    );
-    ops::update(state, &info, &ns, &name, body, &opts(), Target::Main)
-        .map(|w| w.object.value.clone())
+    replace(state, group, resource, body, Target::Main)
 }
 
 /// Replaces an object's status.
@@ -63,13 +57,21 @@ pub fn update_status(
     resource: &str,
     body: Value,
 ) -> Result<Value, ApiError> {
+    replace(state, group, resource, body, Target::Status)
+}
+
+/// A PUT of `body` to its own name and namespace, on the main resource or `/status`.
+fn replace(
+    state: &mut State,
+    group: &str,
+    resource: &str,
+    body: Value,
+    target: Target,
+) -> Result<Value, ApiError> {
     let info = info(state, group, resource)?;
-    let (ns, name) = (
-        crate::meta::namespace(&body).to_owned(),
-        crate::meta::name(&body).to_owned(),
-    );
-    ops::update(state, &info, &ns, &name, body, &opts(), Target::Status)
-        .map(|w| w.object.value.clone())
+    let ns = crate::meta::namespace(&body).to_owned();
+    let name = crate::meta::name(&body).to_owned();
+    ops::update(state, &info, &ns, &name, body, &opts(), target).map(|w| w.object.value.clone())
 }
 
 /// Deletes an object (pods on a node gracefully, for the kubelet to finish), background
