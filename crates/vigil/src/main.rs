@@ -1,6 +1,10 @@
 //! `vigil`: the operator binary. Subcommands: `run` (the operator), `sandbox` (an embedded API
 //! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
 
+// First: its `say!` macro is used by every module below.
+#[macro_use]
+mod output;
+
 mod bench;
 mod bench_child;
 mod bench_configmap_sync;
