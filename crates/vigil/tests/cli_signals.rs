@@ -29,6 +29,21 @@ fn a_closed_pipe_ends_manifests_quietly() {
     assert!(stderr.is_empty(), "quietly: {stderr}");
 }
 
+/// Waits for `child` to exit; kills it after `limit` (so a hang fails the test, not the run).
+fn wait_at_most(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            return child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// Processes whose command line mentions `needle` (Linux's /proc).
 fn processes_mentioning(needle: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
@@ -89,17 +104,7 @@ fn demo_stopped_with_sigterm_deletes_its_cluster() {
         .status()
         .expect("kill");
     assert!(kill.success());
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if started.elapsed() > Duration::from_secs(90) {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_at_most(&mut child, Duration::from_secs(90));
     let transcript = reader.join().unwrap_or_default();
     assert!(ready.is_ok(), "the demo never got ready:\n{transcript}");
     assert!(
@@ -146,17 +151,7 @@ fn run_with_closed_stdout(
         let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
         text
     });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            break child.wait().expect("wait");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = wait_at_most(&mut child, limit);
     (status, collect.join().unwrap_or_default())
 }
 
