@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{apply, claim, pods};
-use crate::meta;
-use crate::store::State;
+use crate::registry::meta;
+use crate::registry::store::State;
 
 pub const STORAGE: &str = "batch/jobs";
 /// The finalizer that keeps a finished pod until the Job has counted it.

@@ -13,8 +13,8 @@ use serde_json::{Map, Value, json};
 
 use super::hash::pod_template_hash;
 use super::{apply, claim, pods};
-use crate::meta;
-use crate::store::State;
+use crate::registry::meta;
+use crate::registry::store::State;
 
 pub const STORAGE: &str = "apps/statefulsets";
 pub(super) const REVISIONS: &str = "apps/controllerrevisions";

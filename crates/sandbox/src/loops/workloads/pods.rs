@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
-use crate::meta;
+use crate::registry::meta;
 
 /// A controller ownerReference, exactly as kube-controller-manager writes it.
 pub fn controller_ref(api_version: &str, kind: &str, owner: &Value) -> Value {

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::field_error::{FieldError, child_path};
-use crate::resources::NameRule;
+use crate::registry::resources::NameRule;
 
 /// `metadata` as a map, created (and the object made a map) if absent.
 pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {

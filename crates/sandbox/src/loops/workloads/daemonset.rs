@@ -15,8 +15,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{apply, claim, pods, statefulset};
-use crate::meta;
-use crate::store::State;
+use crate::registry::meta;
+use crate::registry::store::State;
 
 pub const STORAGE: &str = "apps/daemonsets";
 const HASH_LABEL: &str = "controller-revision-hash";

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::meta;
-use crate::store::{Event, State, Store};
+use crate::registry::meta;
+use crate::registry::store::{Event, State, Store};
 
 /// Which workload controllers run (each is a field of [`super::Loops`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

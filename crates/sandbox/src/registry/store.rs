@@ -13,8 +13,8 @@ use bytes::Bytes;
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::meta;
-use crate::resources::Registry;
+use crate::registry::meta;
+use crate::registry::resources::Registry;
 
 /// An object as stored, with its serialized form cached.
 #[derive(Debug)]

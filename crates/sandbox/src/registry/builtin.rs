@@ -5,8 +5,8 @@ use base64::Engine as _;
 use serde_json::{Map, Value, json};
 
 use crate::field_error::FieldError;
-use crate::meta;
-use crate::resources::ResourceInfo;
+use crate::registry::meta;
+use crate::registry::resources::ResourceInfo;
 
 /// Fills in server-side defaults on a create or update body (`old` is the live object on update).
 pub fn apply_defaults(
@@ -366,7 +366,8 @@ fn validate_containers(spec: Option<&Value>, path: &str, errors: &mut Vec<FieldE
                 } else if seen.contains(&name) {
                     errors.push(FieldError::duplicate(format!("{field}.name"), &json!(name)));
                 } else {
-                    for p in meta::name_problems(name, crate::resources::NameRule::Label) {
+                    for p in meta::name_problems(name, crate::registry::resources::NameRule::Label)
+                    {
                         errors.push(FieldError::invalid(
                             format!("{field}.name"),
                             &json!(name),
@@ -496,7 +497,7 @@ fn validate_data_keys(obj: &Value, fields: &[&str], errors: &mut Vec<FieldError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::registry::resources::Registry;
 
     fn info(resource: &str) -> std::sync::Arc<ResourceInfo> {
         Registry::builtin()

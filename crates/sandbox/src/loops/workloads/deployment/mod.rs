@@ -17,8 +17,8 @@ use serde_json::{Map, Value, json};
 
 use super::hash::{POD_TEMPLATE_HASH_LABEL, pod_template_hash};
 use super::{apply, claim, pods, replicaset};
-use crate::meta;
-use crate::store::State;
+use crate::registry::meta;
+use crate::registry::store::State;
 use rollout::Rs;
 use status::DeploymentView;
 

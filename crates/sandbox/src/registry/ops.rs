@@ -9,17 +9,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::apply;
-use crate::builtin;
-use crate::convert;
-use crate::crd;
 use crate::error::ApiError;
 use crate::field_error::FieldError;
-use crate::meta;
-use crate::resources::{ResourceInfo, StatusMode};
+use crate::patch::strategic_merge;
+use crate::patch::{CUSTOM_RESOURCE_PATCH_MEDIA_TYPES, PatchType, apply};
+use crate::registry::builtin;
+use crate::registry::convert;
+use crate::registry::crd;
+use crate::registry::meta;
+use crate::registry::resources::{ResourceInfo, StatusMode};
+use crate::registry::store::{State, Stored};
 use crate::schema;
-use crate::store::{State, Stored};
-use crate::strategic_merge;
 
 /// `fieldValidation`: what to do with fields the schema does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -55,15 +55,6 @@ impl Target {
             Self::Finalize => Some("finalize"),
         }
     }
-}
-
-/// Patch flavours, by Content-Type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
-    Json,
-    Merge,
-    Strategic,
-    Apply { force: bool },
 }
 
 /// Outcome of a successful write.
@@ -670,7 +661,7 @@ pub fn patch(
         PatchType::Strategic => {
             if info.crd.is_some() {
                 return Err(ApiError::unsupported_media_type(
-                    crate::http::request::CUSTOM_RESOURCE_PATCH_MEDIA_TYPES,
+                    CUSTOM_RESOURCE_PATCH_MEDIA_TYPES,
                 ));
             }
             current = strategic_merge::apply_patch(&info.kind, &current, &patch)

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::ops::{self, DeleteOptions, Target, WriteOptions};
-use crate::store::State;
+use crate::registry::ops::{self, DeleteOptions, Target, WriteOptions};
+use crate::registry::store::State;
 
 const FIELD_MANAGER: &str = "kube-controller-manager";
 
@@ -21,7 +21,7 @@ fn info(
     state: &State,
     group: &str,
     resource: &str,
-) -> Result<std::sync::Arc<crate::resources::ResourceInfo>, ApiError> {
+) -> Result<std::sync::Arc<crate::registry::resources::ResourceInfo>, ApiError> {
     state
         .registry
         .get(group, "v1", resource)
@@ -69,8 +69,8 @@ fn replace(
     target: Target,
 ) -> Result<Value, ApiError> {
     let info = info(state, group, resource)?;
-    let ns = crate::meta::namespace(&body).to_owned();
-    let name = crate::meta::name(&body).to_owned();
+    let ns = crate::registry::meta::namespace(&body).to_owned();
+    let name = crate::registry::meta::name(&body).to_owned();
     ops::update(state, &info, &ns, &name, body, &opts(), target).map(|w| w.object.value.clone())
 }
 
@@ -102,11 +102,11 @@ pub fn set_annotations_via_status(
 ) -> Option<Value> {
     let live = state.get(
         storage_key,
-        crate::meta::namespace(obj),
-        crate::meta::name(obj),
+        crate::registry::meta::namespace(obj),
+        crate::registry::meta::name(obj),
     )?;
     let mut value = live.value.clone();
-    crate::meta::set_meta(&mut value, "annotations", annotations);
+    crate::registry::meta::set_meta(&mut value, "annotations", annotations);
     if value == live.value {
         return Some(value);
     }

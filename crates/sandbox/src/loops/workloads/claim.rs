@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{pods, selector};
-use crate::meta;
+use crate::registry::meta;
 
 /// What claiming does with the candidates of a namespace (pods, or ReplicaSets for a Deployment).
 #[derive(Debug, Default, PartialEq)]

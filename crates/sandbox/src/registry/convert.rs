@@ -8,7 +8,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use crate::resources::ResourceInfo;
+use crate::registry::resources::ResourceInfo;
 
 /// core/v1 Event field ↔ events.k8s.io/v1 Event field, for the fields that were renamed.
 const EVENT_RENAMES: &[(&str, &str)] = &[
@@ -76,7 +76,7 @@ fn set_api_version(obj: &mut Value, api_version: &str, kind: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Registry;
+    use crate::registry::resources::Registry;
     use serde_json::json;
 
     #[test]

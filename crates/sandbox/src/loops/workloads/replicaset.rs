@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::{apply, claim, pods};
-use crate::meta;
-use crate::store::State;
+use crate::registry::meta;
+use crate::registry::store::State;
 
 pub const STORAGE: &str = "apps/replicasets";
 const PODS: &str = "/pods";
@@ -110,7 +110,7 @@ pub fn decide(rs: &Value, owned: &[&Value], now: DateTime<Utc>) -> Plan {
 pub fn sync(state: &mut State, ns: &str, name: &str, now: DateTime<Utc>) -> Option<Duration> {
     let rs = state.get(STORAGE, ns, name)?.value.clone();
     let spec_selector = rs.pointer("/spec/selector").cloned();
-    let candidates: Vec<std::sync::Arc<crate::store::Stored>> = state
+    let candidates: Vec<std::sync::Arc<crate::registry::store::Stored>> = state
         .range(PODS, Some(ns), None)
         .filter(|p| pods::is_active(&p.value))
         .cloned()

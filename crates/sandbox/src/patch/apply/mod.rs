@@ -43,7 +43,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::strategic_merge::{ListStrategy, list_strategy};
+use crate::patch::strategic_merge::{ListStrategy, list_strategy};
 
 /// One server-side apply request.
 pub struct ApplyRequest<'a> {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::store::{Event, Store};
+use crate::registry::store::{Event, Store};
 
 /// Which built-in loops run; tests that drive a behaviour by hand switch one off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

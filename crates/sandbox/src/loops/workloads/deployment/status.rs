@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value, json};
 
 use super::rollout::{Rs, Strategy};
-use crate::controllers::workloads::pods::parse_time;
+use crate::loops::workloads::pods::parse_time;
 
 pub const AVAILABLE: &str = "Available";
 pub const PROGRESSING: &str = "Progressing";

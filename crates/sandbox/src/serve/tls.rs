@@ -1,4 +1,4 @@
-//! Serving HTTPS: the rustls configuration built from [`crate::pki::Pki`], and a listener that
+//! Serving HTTPS: the rustls configuration built from [`super::pki::Pki`], and a listener that
 //! hands axum connections only once their TLS handshake is done.
 //!
 //! Handshakes run in their own tasks, so a client that connects and says nothing (or a slow one)
@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
-use crate::pki::Pki;
+use super::pki::Pki;
 
 /// The most a client may take to complete its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

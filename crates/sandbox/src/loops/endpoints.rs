@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::meta;
-use crate::ops::{self, DeleteOptions, Target, WriteOptions};
-use crate::store::{Event, EventType, State, Store, Stored};
+use crate::registry::meta;
+use crate::registry::ops::{self, DeleteOptions, Target, WriteOptions};
+use crate::registry::store::{Event, EventType, State, Store, Stored};
 
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";

@@ -11,11 +11,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::Loops;
-use crate::crd::CLEANUP_FINALIZER;
-use crate::meta;
-use crate::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
-use crate::resources::ResourceInfo;
-use crate::store::{Event, EventType, State, Store, Stored};
+use crate::registry::crd::CLEANUP_FINALIZER;
+use crate::registry::meta;
+use crate::registry::ops::{self, DeleteOptions, FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
+use crate::registry::resources::ResourceInfo;
+use crate::registry::store::{Event, EventType, State, Store, Stored};
 
 /// One pass of the lifecycle loops over the events since the previous one. `root_ca` is the PEM
 /// bundle new namespaces get in their `kube-root-ca.crt` ConfigMap.

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::field_error::FieldError;
-use crate::meta;
-use crate::resources::{CrdVersion, NameRule, Registry, ResourceInfo, StatusMode};
+use crate::registry::meta;
+use crate::registry::resources::{CrdVersion, NameRule, Registry, ResourceInfo, StatusMode};
 use crate::schema;
 
 /// The finalizer the real server puts on every CRD so its objects are deleted first.

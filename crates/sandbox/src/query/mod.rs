@@ -1,18 +1,20 @@
 //! Which objects a list, watch or deletecollection sees: namespace, label and field selectors,
 //! and `limit`/`continue` paging.
 
+pub mod selector;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use crate::convert;
 use crate::error::ApiError;
-use crate::meta;
-use crate::resources::ResourceInfo;
-use crate::selector::{FieldSelector, LabelSelector, field_value};
-use crate::store::{ObjectKey, State, Stored};
+use crate::query::selector::{FieldSelector, LabelSelector, field_value};
+use crate::registry::convert;
+use crate::registry::meta;
+use crate::registry::resources::ResourceInfo;
+use crate::registry::store::{ObjectKey, State, Stored};
 
 /// Selection of objects for a list or watch.
 #[derive(Debug, Clone)]
@@ -243,7 +245,7 @@ pub fn object_json(info: &ResourceInfo, stored: &Stored) -> bytes::Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
+    use crate::registry::store::Store;
 
     #[test]
     fn pages_through_a_namespace() {
@@ -252,7 +254,7 @@ mod tests {
             let obj = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": "a", "name": format!("c{i}"), "labels": {"n": i.to_string()}}});
             store.write(|s| s.put("/configmaps", obj));
         }
-        let info = crate::resources::Registry::builtin()
+        let info = crate::registry::resources::Registry::builtin()
             .get("", "v1", "configmaps")
             .expect("builtin");
         let state = store.read();
