@@ -39,7 +39,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 pub use faults::Fault;
-pub use loregistry::ops::Loops;
+pub use loops::Loops;
 pub use persist::{FLUSH_INTERVAL, PersistError};
 pub use serve::pki::{CA_CERT_FILE, CA_KEY_FILE, PkiError};
 pub use version::{InvalidKubeVersion, KubeVersion};
@@ -75,7 +75,7 @@ impl Default for SandboxConfig {
             token: None,
             watch_window: 10_000,
             bookmark_interval: Duration::from_secs(5),
-            loops: Loregistry::ops::default(),
+            loops: Loops::default(),
             data_dir: None,
             kube_version: None,
             tls: false,
@@ -193,11 +193,8 @@ impl Sandbox {
             tls,
         };
         // New namespaces' `kube-root-ca.crt` holds the CA clients trust, as on a real cluster.
-        let root_ca: Arc<str> = ca_pem
-            .as_deref()
-            .unwrap_or(loregistry::ops::PLAIN_HTTP_CA_PEM)
-            .into();
-        let mut tasks = loregistry::ops::spawn(&store, config.loops, root_ca, &shutdown_rx);
+        let root_ca: Arc<str> = ca_pem.as_deref().unwrap_or(loops::PLAIN_HTTP_CA_PEM).into();
+        let mut tasks = loops::spawn(&store, config.loops, root_ca, &shutdown_rx);
         tasks.push(tokio::spawn(supervisor.run(listener)));
         let persister = data_dir.map(|dir| {
             let (stop, stopped) = oneshot::channel();
