@@ -26,11 +26,11 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::protocol::{
+use vigil_provider::protocol::{
     AddonsRequest, ClusterList, DeletionProgress, ErrorBody, IDEMPOTENCY_KEY, PREFIX,
     UpgradeRequest,
 };
-use crate::{
+use vigil_provider::{
     Addon, AddonState, AddonStatus, ClusterRequest, ClusterState, ProviderCluster, ProviderError,
     catalog,
 };
@@ -214,7 +214,7 @@ impl ReferenceProvider {
         })
     }
 
-    /// `http://127.0.0.1:PORT`, the base URL for [`crate::external::ExternalConfig`].
+    /// `http://127.0.0.1:PORT`, the base URL for [`vigil_provider::external::ExternalConfig`].
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
@@ -452,7 +452,7 @@ fn percent(since_ms: u64, now: u64, span: Duration) -> u64 {
 
 /// `1.28` → `1.28.0`: what a server of that version reports.
 fn master_version(kube_version: &str) -> Option<String> {
-    crate::parse_version(kube_version).map(|(a, b, c)| format!("{a}.{b}.{c}"))
+    vigil_provider::parse_version(kube_version).map(|(a, b, c)| format!("{a}.{b}.{c}"))
 }
 
 impl Shared {
