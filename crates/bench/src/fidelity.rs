@@ -1,4 +1,4 @@
-//! `vigil bench fidelity`: the sandbox beside a real control plane — upstream kube-apiserver and
+//! `vigil-bench fidelity`: the sandbox beside a real control plane — upstream kube-apiserver and
 //! kube-controller-manager v1.28 started by `../shared/kube/up.sh` — in one run: the time from
 //! start to ready, then one fixed workload through `kube::Client` on each (ConfigMap create, get,
 //! list, update and delete, with a watch that must see every change), phase by phase.
@@ -15,7 +15,7 @@ use kube::api::{
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
-use crate::bench::spawn_sandbox;
+use crate::support::sandbox::spawn_sandbox;
 
 #[derive(Debug, clap::Args)]
 pub struct FidelityBench {

@@ -1,7 +1,7 @@
-//! `vigil bench …`: benchmarks that print figures (never assertions).
+//! `vigil-bench sandbox`: creates per second and watch-event delivery latency against `vigil
+//! sandbox` in a child process.
 
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,36 +10,10 @@ use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{PostParams, WatchEvent, WatchParams};
 use kube::{Api, Client};
-use tokio::io::AsyncBufReadExt as _;
 
-use crate::bench_child::percentile;
-
-#[derive(Debug, clap::Subcommand)]
-pub enum Bench {
-    /// Creates per second and watch-event delivery latency against a sandbox in a child process.
-    Sandbox(SandboxBench),
-    /// Endpoints settling time after a burst of pod readiness changes, pods × services.
-    Endpoints(crate::bench_endpoints::EndpointsBench),
-    /// ConfigMapSync propagation latency to 100 namespaces, and 1,000 ConfigMapSyncs × 10 at scale.
-    #[command(name = "configmap-sync")]
-    ConfigMapSync(crate::bench_configmap_sync::ConfigMapSyncBench),
-    /// CriticalService reaction latency and a force-delete burst, Vigil in its own process.
-    CriticalService(crate::bench_critical_service::CriticalServiceBench),
-    /// CriticalServices at scale: start to steady state, writes and reconciles at rest, RSS.
-    CriticalServiceScale(crate::bench_critical_service_scale::ScaleBench),
-    /// Status vault: capture lag, automatic and CLI restore times, bytes per record.
-    StatusVault(crate::bench_status_vault::StatusVaultBench),
-    /// The article's restore at scale through the CLI: N LoadBalancer Services backed up, deleted, restored.
-    StatusRestore(crate::bench_status_restore::StatusRestoreBench),
-    /// KubernetesClusters through the external reference provider: time to all Ready, provider and API requests per object, RSS.
-    KubernetesCluster(crate::bench_kubernetes_cluster::KubernetesClusterBench),
-    /// KafkaTopic: time to Ready for 500 topics, broker requests in steady state, deletion.
-    KafkaTopic(crate::bench_kafka_topic::KafkaTopicBench),
-    /// The sandbox beside kube-apiserver 1.28 (../shared/kube): start to ready, one fixed workload.
-    Fidelity(crate::bench_fidelity::FidelityBench),
-    /// A 1,000-replica Deployment on the sandbox: time to available, time to roll out a new template, RSS.
-    Deployment(crate::bench_deployment::DeploymentBench),
-}
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::stats::percentile;
+use crate::support::usage::rss_mib;
 
 #[derive(Debug, clap::Args)]
 pub struct SandboxBench {
@@ -62,67 +36,6 @@ pub struct SandboxBench {
 pub enum CreateClient {
     Kube,
     Raw,
-}
-
-pub async fn run(bench: Bench) -> anyhow::Result<()> {
-    match bench {
-        Bench::Sandbox(args) => sandbox(args).await,
-        Bench::Endpoints(args) => crate::bench_endpoints::run(args).await,
-        Bench::ConfigMapSync(args) => crate::bench_configmap_sync::run(args).await,
-        Bench::CriticalService(args) => crate::bench_critical_service::run(args).await,
-        Bench::CriticalServiceScale(args) => crate::bench_critical_service_scale::run(args).await,
-        Bench::StatusVault(args) => crate::bench_status_vault::run(args).await,
-        Bench::StatusRestore(args) => crate::bench_status_restore::run(args).await,
-        Bench::KubernetesCluster(args) => crate::bench_kubernetes_cluster::run(args).await,
-        Bench::KafkaTopic(args) => crate::bench_kafka_topic::run(args).await,
-        Bench::Fidelity(args) => crate::bench_fidelity::run(args).await,
-        Bench::Deployment(args) => crate::bench_deployment::run(args).await,
-    }
-}
-
-/// A `vigil sandbox` child process, killed on drop.
-pub struct Child {
-    pub process: tokio::process::Child,
-    pub url: String,
-}
-
-/// Starts `vigil sandbox` on a free port with extra arguments and waits for its ready line.
-pub async fn spawn_sandbox(extra: &[&str]) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("locating the vigil binary")?;
-    let mut process = tokio::process::Command::new(exe)
-        .args(["sandbox", "--listen", "127.0.0.1:0"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting the sandbox")?;
-    let stdout = process.stdout.take().context("sandbox stdout")?;
-    let mut lines = tokio::io::BufReader::new(stdout).lines();
-    let ready = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .context("the sandbox did not get ready in 10 s")??
-        .context("the sandbox exited before getting ready")?;
-    let url = ready
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .context("no URL in the ready line")?
-        .to_owned();
-    Ok(Child { process, url })
-}
-
-/// Peak and current resident memory of a process, in MiB, from /proc.
-pub fn rss_mib(pid: u32) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map(|kb| kb / 1024.0)
-    };
-    Some((field("VmHWM:")?, field("VmRSS:")?))
 }
 
 fn ms(d: Duration) -> String {
@@ -181,7 +94,7 @@ async fn watch_latencies(
     latencies
 }
 
-async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
+pub async fn run(args: SandboxBench) -> anyhow::Result<()> {
     let child = spawn_sandbox(&["--no-kubelet"]).await?;
     let pid = child.process.id().context("sandbox pid")?;
     let client = Client::try_from(kube::Config::new(child.url.parse()?))?;
@@ -228,7 +141,7 @@ async fn sandbox(args: SandboxBench) -> anyhow::Result<()> {
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
     println!(
-        "vigil bench sandbox: {} creates ({:?} client, concurrency {}), {} watchers",
+        "vigil-bench sandbox: {} creates ({:?} client, concurrency {}), {} watchers",
         args.objects, args.client, args.concurrency, args.watchers
     );
     println!(

@@ -1,4 +1,4 @@
-//! `vigil bench kubernetes-cluster`: N KubernetesClusters provisioned through the external
+//! `vigil-bench kubernetes-cluster`: N KubernetesClusters provisioned through the external
 //! reference provider (in this process, with a fixed latency per request) by `vigil run` in its
 //! own process, against a sandbox in another:
 //!
@@ -28,10 +28,14 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::Phase;
-use vigil_provider::reference::{ReferenceConfig, ReferenceProvider};
+use vigil_provider_reference::{ReferenceConfig, ReferenceProvider};
 
-use crate::bench::{rss_mib, spawn_sandbox};
-use crate::bench_child::{TempDir, Vigil, http_get, percentile, spawn_vigil};
+use crate::support::http::http_get;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::stats::percentile;
+use crate::support::temp::TempDir;
+use crate::support::usage::rss_mib;
+use crate::support::vigil::{Vigil, spawn_vigil};
 
 #[derive(Debug, clap::Args)]
 pub struct KubernetesClusterBench {
@@ -39,20 +43,20 @@ pub struct KubernetesClusterBench {
     #[arg(long, default_value_t = 100)]
     objects: usize,
     /// The reference provider's fixed latency, added to every request.
-    #[arg(long, default_value = "50ms", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "50ms", value_parser = crate::support::duration::parse_duration)]
     latency: Duration,
     /// How long the reference provider takes to provision a cluster.
-    #[arg(long, default_value = "1s", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "1s", value_parser = crate::support::duration::parse_duration)]
     provision_time: Duration,
     /// How long the steady state is measured, once every object is Ready.
-    #[arg(long, default_value = "20s", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "20s", value_parser = crate::support::duration::parse_duration)]
     settle: Duration,
     /// Vigil's `--kubernetescluster-poll-interval` (how often a provisioning cluster is asked).
-    #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "2s", value_parser = crate::support::duration::parse_duration)]
     poll_interval: Duration,
     /// Vigil's `--kubernetescluster-resync-interval` (drift checks of settled clusters); below
     /// the operator's 60 s default so that `--settle` sees them.
-    #[arg(long, default_value = "10s", value_parser = crate::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::support::duration::parse_duration)]
     resync_interval: Duration,
     /// Creates and deletes in flight at once.
     #[arg(long, default_value_t = 16)]
@@ -344,7 +348,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
-    let clusters = crate::bench_child::install_kind::<KubernetesCluster>(&client, NS).await?;
+    let clusters = crate::support::kinds::install_kind::<KubernetesCluster>(&client, NS).await?;
 
     let provider = ReferenceProvider::start(ReferenceConfig {
         provision_time: args.provision_time,

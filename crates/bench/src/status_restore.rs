@@ -1,4 +1,4 @@
-//! `vigil bench status-restore`: the article's disaster recovery at scale, through the CLI as an
+//! `vigil-bench status-restore`: the article's disaster recovery at scale, through the CLI as an
 //! operator runs it — N `LoadBalancer` Services whose `status.loadBalancer.ingress` was set through
 //! `/status` are backed up (`vigil status backup`), all deleted, and restored
 //! (`vigil status restore --status-include-resources Service`: re-created, then status written
@@ -6,7 +6,7 @@
 //! bytes stored per record. Against a sandbox in a child process; the vault is a temporary
 //! directory, or `--vault s3://…` (e.g. the server of `.ci/s3-server`), optionally encrypted.
 //!
-//! [`measure`] is the reusable part (`vigil bench status-vault` may call it with its own cluster).
+//! [`measure`] is the reusable part (`vigil-bench status-vault` may call it with its own cluster).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -19,8 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vigil_vault::{EncryptionKey, Vault, VaultOptions};
 
-use crate::bench::spawn_sandbox;
-use crate::bench_child::TempDir;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::temp::TempDir;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusRestoreBench {
@@ -58,7 +58,7 @@ fn ingress(i: usize) -> String {
 
 /// Runs `vigil <args>` as a child process; how long it took, or its last error line.
 async fn vigil(args: &[&str]) -> anyhow::Result<Duration> {
-    let exe = std::env::current_exe().context("locating the vigil binary")?;
+    let exe = crate::support::binary::vigil()?;
     let started = Instant::now();
     let out = tokio::process::Command::new(exe)
         .args(args)

@@ -1,4 +1,4 @@
-//! `vigil bench critical-service`: how fast Vigil's CriticalService controller reacts, measured
+//! `vigil-bench critical-service`: how fast Vigil's CriticalService controller reacts, measured
 //! end to end with Vigil in its own process. `vigil sandbox` (with its simulated kubelet: pods
 //! become Ready at once) and `vigil run` are both children of the bench; the bench is an ordinary
 //! API client that watches pods in `bench` and timestamps every event as it arrives.
@@ -14,7 +14,7 @@
 //! Figures only: nothing is asserted, but what Vigil did wrong (a fallback missing, early, late or
 //! doubled) is listed under "anomalies".
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -30,8 +30,18 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use vigil_apis::CriticalService;
 
-use crate::bench::{rss_mib, spawn_sandbox};
-use crate::bench_child::{CLK_TCK, TempFile, Vigil, http_get, percentile, spawn_vigil};
+use crate::support::client::in_parallel;
+use crate::support::client::ok_if_exists;
+use crate::support::fmt::diff;
+use crate::support::fmt::fmt_count;
+use crate::support::fmt::fmt_opt;
+use crate::support::http::http_get;
+use crate::support::metrics::Reconciles;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::stats::percentile;
+use crate::support::temp::TempFile;
+use crate::support::usage::{CLK_TCK, rss_mib};
+use crate::support::vigil::{Vigil, spawn_vigil};
 
 #[derive(Debug, clap::Args)]
 pub struct CriticalServiceBench {
@@ -229,7 +239,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
     // Summary.
     let trial_reconciles = m1.total() - m0.total();
     println!(
-        "vigil bench critical-service: `vigil run` (pid {}, own process) against `vigil sandbox` (pid {sandbox_pid}) with its simulated kubelet",
+        "vigil-bench critical-service: `vigil run` (pid {}, own process) against `vigil sandbox` (pid {sandbox_pid}) with its simulated kubelet",
         vigil.pid
     );
     println!(
@@ -760,28 +770,6 @@ fn service(name: &str, app: &str) -> anyhow::Result<Service> {
     }))?)
 }
 
-/// A create's result, a conflict (already there) counting as success.
-fn ok_if_exists<T>(result: Result<T, kube::Error>) -> anyhow::Result<()> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Runs `count` requests with `concurrency` in flight.
-async fn in_parallel<F, Fut>(count: usize, concurrency: usize, make: F) -> anyhow::Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    futures::stream::iter((0..count).map(make))
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
-}
-
 /// Polls `check` every 20 ms for up to 30 s.
 async fn wait_until<F, Fut>(what: &str, check: F) -> anyhow::Result<()>
 where
@@ -1039,61 +1027,6 @@ fn is_ready(pods: &HashMap<String, PodInfo>, name: &str) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-/// Vigil's reconcile counters.
-#[derive(Debug, Clone, Default)]
-struct Reconciles {
-    /// `controller_runtime_reconcile_total` by `result`.
-    by_result: BTreeMap<String, f64>,
-    /// `controller_runtime_reconcile_errors_total`.
-    errors: f64,
-}
-
-impl Reconciles {
-    fn parse(text: &str) -> Self {
-        let mut out = Self::default();
-        for line in text.lines() {
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.trim().parse::<f64>() else {
-                continue;
-            };
-            if let Some(labels) = series.strip_prefix("controller_runtime_reconcile_total{") {
-                let result = labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix("result=\""))
-                    .map(|r| r.trim_end_matches(['}', '"']).to_owned())
-                    .unwrap_or_default();
-                *out.by_result.entry(result).or_default() += value;
-            } else if series.starts_with("controller_runtime_reconcile_errors_total") {
-                out.errors += value;
-            }
-        }
-        out
-    }
-
-    fn total(&self) -> f64 {
-        self.by_result.values().sum()
-    }
-
-    /// " (success 3, error 0, …; errors_total 0)" for the change since `before`.
-    fn breakdown_since(&self, before: &Self) -> String {
-        let parts: Vec<String> = self
-            .by_result
-            .iter()
-            .map(|(result, v)| {
-                let was = before.by_result.get(result).copied().unwrap_or(0.0);
-                format!("{result} {}", fmt_count(v - was))
-            })
-            .collect();
-        format!(
-            " ({}; reconcile_errors_total +{})",
-            parts.join(", "),
-            fmt_count(self.errors - before.errors)
-        )
-    }
-}
-
 async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
     let (code, body) = http_get(&vigil.metrics_addr, "/metrics")
         .await
@@ -1157,16 +1090,4 @@ fn print_latencies(label: &str, samples: &mut [Duration], with_target: bool) {
         ms(max),
         samples.len()
     );
-}
-
-fn fmt_count(v: f64) -> String {
-    format!("{v:.0}")
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or_else(|| "?".into(), |v| format!("{v:.2}"))
-}
-
-fn diff(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    Some(a? - b?)
 }

@@ -1,4 +1,4 @@
-//! `vigil bench status-vault`: the status vault's figures against a sandbox in a child process,
+//! `vigil-bench status-vault`: the status vault's figures against a sandbox in a child process,
 //! the controller in this process (so a hook sees each record the moment it is saved):
 //!
 //! - capture lag (API server acknowledged a status change → its record durable in the directory
@@ -34,8 +34,9 @@ use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
 
-use crate::bench::spawn_sandbox;
-use crate::bench_child::{TempDir, percentile};
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::stats::percentile;
+use crate::support::temp::TempDir;
 
 #[derive(Debug, clap::Args)]
 pub struct StatusVaultBench {
@@ -156,7 +157,7 @@ fn status(name: &str, round: usize) -> serde_json::Value {
 
 /// Runs `vigil <args>` and returns how long it took, or why it failed.
 async fn vigil_cli(args: &[&str]) -> Result<Duration, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = crate::support::binary::vigil().map_err(|e| e.to_string())?;
     let started = Instant::now();
     let out = tokio::process::Command::new(exe)
         .args(args)

@@ -1,4 +1,4 @@
-//! `vigil bench critical-service-scale`: Vigil's CriticalService controller against a large
+//! `vigil-bench critical-service-scale`: Vigil's CriticalService controller against a large
 //! namespace, measured with Vigil in its own process. The product target: 10,000 Services,
 //! 50,000 pods and 1,000 CriticalServices reach steady state in under 10 s, Vigil's peak RSS stays
 //! under 100 MB, and in steady state Vigil makes no writes and no LIST beyond its watches' start.
@@ -38,8 +38,17 @@ use kube::{Client, CustomResourceExt as _, Resource, ResourceExt as _};
 use serde_json::json;
 use vigil_apis::CriticalService;
 
-use crate::bench::{rss_mib, spawn_sandbox};
-use crate::bench_child::{self, CLK_TCK, ChildLog, HTTP_TIMEOUT, TempFile, cpu_seconds, http_get};
+use crate::support::client::own_client;
+use crate::support::fmt::diff;
+use crate::support::fmt::fmt_count;
+use crate::support::fmt::fmt_opt;
+use crate::support::fmt::fmt_opt_count;
+use crate::support::http::{HTTP_TIMEOUT, http_get};
+use crate::support::metrics::Reconciles;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::temp::TempFile;
+use crate::support::usage::{CLK_TCK, cpu_seconds, rss_mib};
+use crate::support::vigil::ChildLog;
 
 #[derive(Debug, clap::Args)]
 pub struct ScaleBench {
@@ -392,7 +401,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let watcher_before = at_steady.watcher_lines;
 
     println!(
-        "vigil bench critical-service-scale: {} Services, {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
+        "vigil-bench critical-service-scale: {} Services, {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
         layout.services,
         layout.pods(),
         layout.per_service,
@@ -1333,13 +1342,6 @@ fn note_write<K>(last: &Mutex<Option<Instant>>, at: Instant, event: &WatchEvent<
     }
 }
 
-/// A client on its own connection.
-fn own_client(url: &str) -> anyhow::Result<Client> {
-    Ok(Client::try_from(kube::Config::new(
-        url.parse().context("sandbox URL")?,
-    ))?)
-}
-
 /// The resourceVersion of a list, to watch from.
 async fn current_rv<K>(api: &Api<K>, params: &ListParams) -> anyhow::Result<String>
 where
@@ -1402,9 +1404,9 @@ where
 // ---------------------------------------------------------------------------------------------
 // The `vigil run` child.
 
-/// `vigil run` as a child process (see `bench_child`), and how its metrics server answered.
+/// `vigil run` as a child process (see `support::vigil`), and how its metrics server answered.
 struct Vigil {
-    child: bench_child::Vigil,
+    child: crate::support::vigil::Vigil,
     scrapes: Arc<Mutex<Scrapes>>,
 }
 
@@ -1437,7 +1439,7 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
         NS,
     ];
     Ok(Vigil {
-        child: bench_child::spawn_vigil_with(kubeconfig, &flags, log).await?,
+        child: crate::support::vigil::spawn_vigil_with(kubeconfig, &flags, log).await?,
         scrapes: Arc::default(),
     })
 }
@@ -1466,80 +1468,6 @@ impl Vigil {
     }
 }
 
-/// Vigil's reconcile counters.
-#[derive(Debug, Clone, Default)]
-struct Reconciles {
-    /// `controller_runtime_reconcile_total` by `result`.
-    by_result: BTreeMap<String, f64>,
-    /// `controller_runtime_reconcile_errors_total`.
-    errors: f64,
-    /// `controller_runtime_reconcile_time_seconds` sum and count.
-    time_sum: f64,
-    time_count: f64,
-}
-
-impl Reconciles {
-    fn parse(text: &str) -> Self {
-        let mut out = Self::default();
-        for line in text.lines() {
-            let Some((series, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(value) = value.trim().parse::<f64>() else {
-                continue;
-            };
-            if let Some(labels) = series.strip_prefix("controller_runtime_reconcile_total{") {
-                let result = labels
-                    .split(',')
-                    .find_map(|l| l.strip_prefix("result=\""))
-                    .map(|r| r.trim_end_matches(['}', '"']).to_owned())
-                    .unwrap_or_default();
-                *out.by_result.entry(result).or_default() += value;
-            } else if series.starts_with("controller_runtime_reconcile_errors_total") {
-                out.errors += value;
-            } else if series.starts_with("controller_runtime_reconcile_time_seconds_sum") {
-                out.time_sum += value;
-            } else if series.starts_with("controller_runtime_reconcile_time_seconds_count") {
-                out.time_count += value;
-            }
-        }
-        out
-    }
-
-    fn total(&self) -> f64 {
-        self.by_result.values().sum()
-    }
-
-    fn mean_time(&self) -> String {
-        if self.time_count > 0.0 {
-            format!(
-                "{:.2} ms ({:.2} s in all)",
-                1000.0 * self.time_sum / self.time_count,
-                self.time_sum
-            )
-        } else {
-            "n/a".to_owned()
-        }
-    }
-
-    /// " (success 3, error 0, …; reconcile_errors_total +0)" for the change since `before`.
-    fn breakdown_since(&self, before: &Self) -> String {
-        let parts: Vec<String> = self
-            .by_result
-            .iter()
-            .map(|(result, v)| {
-                let was = before.by_result.get(result).copied().unwrap_or(0.0);
-                format!("{result} {}", fmt_count(v - was))
-            })
-            .collect();
-        format!(
-            " ({}; reconcile_errors_total +{})",
-            parts.join(", "),
-            fmt_count(self.errors - before.errors)
-        )
-    }
-}
-
 /// Vigil's counters, retrying for up to `within` when /metrics does not answer.
 async fn reconciles_patiently(vigil: &Vigil, within: Duration) -> Option<Reconciles> {
     let deadline = Instant::now() + within;
@@ -1563,20 +1491,3 @@ async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
 
 // ---------------------------------------------------------------------------------------------
 // Small things.
-
-fn fmt_count(v: f64) -> String {
-    // `+ 0.0` turns the -0.0 an empty float sum gives into 0.
-    format!("{:.0}", v + 0.0)
-}
-
-fn fmt_opt_count(v: Option<f64>) -> String {
-    v.map_or_else(|| "?".into(), fmt_count)
-}
-
-fn fmt_opt(v: Option<f64>) -> String {
-    v.map_or_else(|| "?".into(), |v| format!("{v:.2}"))
-}
-
-fn diff(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    Some(a? - b?)
-}

@@ -22,7 +22,7 @@ use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
-use crate::demo::{step, until};
+use super::narration::{step, until};
 
 const NAME: &str = "my-custom-cluster-for-backup";
 

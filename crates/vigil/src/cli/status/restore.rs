@@ -21,7 +21,7 @@ use vigil_controllers::status_vault::model::{
 };
 use vigil_vault::{Error as VaultError, ObjectKey, Record, Vault};
 
-use crate::status_cli::{CommonArgs, discover, resolve};
+use super::common::{CommonArgs, discover, resolve};
 
 /// Objects restored at once: enough to hide round trips, few enough to stay polite to the API.
 const CONCURRENCY: usize = 16;

@@ -1,17 +1,18 @@
-//! `vigil bench endpoints`: one namespace with many pods behind many Services. After setup, a
+//! `vigil-bench endpoints`: one namespace with many pods behind many Services. After setup, a
 //! burst flips every pod's readiness; the figure is how long the Endpoints take to reflect it.
 //! Pod status is written directly (no kubelet), so only the API server and its controllers work.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::bench::{rss_mib, spawn_sandbox};
+use crate::support::client::in_parallel;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::usage::rss_mib;
 
 #[derive(Debug, clap::Args)]
 pub struct EndpointsBench {
@@ -34,19 +35,6 @@ fn pod_status(i: usize, ready: bool) -> serde_json::Value {
         "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
         "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]
     }})
-}
-
-/// Runs `count` requests with `concurrency` in flight.
-async fn in_parallel<F, Fut>(count: usize, concurrency: usize, make: F) -> anyhow::Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    futures::stream::iter((0..count).map(make))
-        .buffer_unordered(concurrency.max(1))
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
 }
 
 /// Waits until every Service's Endpoints hold `per_service` addresses, ready or not as asked.
@@ -160,7 +148,7 @@ pub async fn run(args: EndpointsBench) -> anyhow::Result<()> {
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
     println!(
-        "vigil bench endpoints: {pods_total} pods, {} services ({per_service} pods each), one namespace",
+        "vigil-bench endpoints: {pods_total} pods, {} services ({per_service} pods each), one namespace",
         args.services
     );
     println!(

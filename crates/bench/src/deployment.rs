@@ -1,4 +1,4 @@
-//! `vigil bench deployment`: a Deployment of many replicas on a sandbox in a child process, its
+//! `vigil-bench deployment`: a Deployment of many replicas on a sandbox in a child process, its
 //! simulated kubelet running the pods. Figures: time until every replica is available, then
 //! time for a rolling update (new image) to complete, and the sandbox's memory.
 
@@ -11,7 +11,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::bench::{rss_mib, spawn_sandbox};
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::usage::rss_mib;
 
 #[derive(Debug, clap::Args)]
 pub struct DeploymentBench {
@@ -77,7 +78,7 @@ pub async fn run(args: DeploymentBench) -> anyhow::Result<()> {
     let rollout = wait_rolled_out(&api, args.replicas).await?;
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
     println!(
-        "vigil bench deployment: {} replicas, maxSurge = maxUnavailable = {percent}, simulated kubelet",
+        "vigil-bench deployment: {} replicas, maxSurge = maxUnavailable = {percent}, simulated kubelet",
         args.replicas
     );
     println!(

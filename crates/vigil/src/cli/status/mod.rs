@@ -2,15 +2,18 @@
 //! operators and disaster recovery, against any cluster through a kubeconfig. Velero's flag names
 //! (`--include-namespaces`, `--include-resources`, `--status-include-resources`), so the article's
 //! `velero backup create … / velero restore create … --status-include-resources Service` map one
-//! to one. Restore itself lives in `status_restore.rs`.
+//! to one. Restore itself lives in `restore.rs`, what every command shares in `common.rs`.
 
-use std::path::PathBuf;
+mod common;
+mod restore;
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject, ListParams};
-use kube::discovery::{ApiCapabilities, Discovery, Scope, verbs};
-use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
+use kube::discovery::{Scope, verbs};
+use vigil_vault::{ObjectKey, Record, Saved};
+
+use common::{CommonArgs, discover, resolve};
 
 /// Records saved at once by a backup.
 const SAVE_CONCURRENCY: usize = 16;
@@ -24,7 +27,7 @@ pub enum StatusCommand {
     Backup(BackupArgs),
     /// Re-create missing objects, then restore their status through the /status subresource
     /// (like `velero restore create --status-include-resources`).
-    Restore(crate::status_restore::RestoreArgs),
+    Restore(restore::RestoreArgs),
     /// The recorded versions of one object: `vigil status history Service/argocd-server -n argocd`.
     History(HistoryArgs),
     /// What a vault holds: objects, versions, latest capture, tombstones, corrupt records.
@@ -32,57 +35,6 @@ pub enum StatusCommand {
 }
 
 /// Flags every `vigil status` command takes.
-#[derive(Debug, clap::Args)]
-pub struct CommonArgs {
-    /// Kubeconfig to use; default: `KUBECONFIG`, `~/.kube/config`, then the in-cluster configuration.
-    #[arg(long, env = "KUBECONFIG")]
-    pub kubeconfig: Option<PathBuf>,
-    /// File holding the vault's AES-256-GCM key (32 raw bytes or base64). Backups are encrypted
-    /// with it; restores need it to read encrypted records.
-    #[arg(long, env = "VIGIL_STATUS_VAULT_KEY_FILE")]
-    pub encryption_key_file: Option<PathBuf>,
-}
-
-impl CommonArgs {
-    pub async fn client(&self) -> anyhow::Result<kube::Client> {
-        crate::run::client(self.kubeconfig.as_ref()).await
-    }
-
-    pub fn key(&self) -> anyhow::Result<Option<EncryptionKey>> {
-        self.encryption_key_file
-            .as_ref()
-            .map(EncryptionKey::from_file)
-            .transpose()
-            .context("loading the encryption key")
-    }
-
-    /// Opens a vault to write to (a missing directory is created).
-    pub async fn open(&self, location: &str, retention: usize) -> anyhow::Result<Vault> {
-        let vault = Vault::open(
-            location,
-            VaultOptions {
-                retention,
-                key: self.key()?,
-            },
-        )
-        .await
-        .with_context(|| format!("opening the vault {location}"))?;
-        Ok(vault)
-    }
-
-    /// Opens a vault to read from: a directory must exist (a typo must not read as an empty
-    /// vault).
-    pub async fn open_existing(&self, location: &str) -> anyhow::Result<Vault> {
-        if !location.contains("://") {
-            anyhow::ensure!(
-                std::path::Path::new(location).is_dir(),
-                "no vault at {location}: the directory does not exist"
-            );
-        }
-        self.open(location, 0).await
-    }
-}
-
 #[derive(Debug, clap::Args)]
 pub struct BackupArgs {
     #[command(flatten)]
@@ -139,68 +91,9 @@ pub async fn run(command: StatusCommand) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        StatusCommand::Restore(args) => crate::status_restore::run(args).await,
+        StatusCommand::Restore(args) => restore::run(args).await,
         StatusCommand::History(args) => history(&args).await,
         StatusCommand::Show(args) => show(&args).await,
-    }
-}
-
-/// What the cluster serves, as `(resource, capabilities)` pairs of each group's recommended
-/// version.
-pub async fn discover(
-    client: &kube::Client,
-) -> anyhow::Result<Vec<(ApiResource, ApiCapabilities)>> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .context("API discovery")?;
-    Ok(discovery
-        .groups()
-        .flat_map(|g| g.recommended_resources())
-        .collect())
-}
-
-/// Finds the resource a user means by `wanted`, as kubectl and Velero spell it: plural
-/// (`services`), singular or Kind (`service`, `Service`), each optionally followed by `.group`.
-/// Without a group, the core group wins over others that have a kind of the same name.
-pub fn resolve<'a>(
-    resources: &'a [(ApiResource, ApiCapabilities)],
-    wanted: &str,
-) -> Result<&'a (ApiResource, ApiCapabilities), String> {
-    let wanted = wanted.trim();
-    let names =
-        |ar: &ApiResource, name: &str| name == ar.plural || name.eq_ignore_ascii_case(&ar.kind);
-    let matches: Vec<&(ApiResource, ApiCapabilities)> = resources
-        .iter()
-        .filter(|(ar, _)| {
-            names(ar, wanted)
-                || (!ar.group.is_empty()
-                    && wanted
-                        .strip_suffix(&ar.group)
-                        .and_then(|rest| rest.strip_suffix('.'))
-                        .is_some_and(|name| names(ar, name)))
-        })
-        .collect();
-    match matches.as_slice() {
-        [] => Err(format!("the cluster serves no resource {wanted:?}")),
-        [one] => Ok(one),
-        several => {
-            let core: Vec<_> = several
-                .iter()
-                .filter(|(ar, _)| ar.group.is_empty())
-                .collect();
-            if let [one] = core.as_slice() {
-                return Ok(one);
-            }
-            Err(format!(
-                "{wanted:?} is ambiguous: {}; name the group",
-                several
-                    .iter()
-                    .map(|(ar, _)| format!("{}.{}", ar.plural, ar.group))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-        }
     }
 }
 
@@ -478,6 +371,8 @@ async fn show(args: &ShowArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use kube::discovery::ApiCapabilities;
+
     use super::*;
     use serde_json::json;
 

@@ -1,12 +1,15 @@
 //! `vigil demo`: Vigil's main job, seen in seconds without a cluster. It starts the sandbox, its
 //! simulated kubelet and the CriticalService controller in this process, plays the article's
 //! scenario step by step, provisions the KubernetesCluster article's cluster with the `local`
-//! provider ([`crate::demo_cluster`]), then keeps everything running for `kubectl` until Ctrl-C or SIGTERM.
+//! provider ([`cluster`]), then keeps everything running for `kubectl` until Ctrl-C or SIGTERM.
+
+mod cluster;
+mod narration;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Endpoints, Pod, PodTemplate, Service};
@@ -24,6 +27,8 @@ use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 use vigil_sandbox::{Sandbox, SandboxConfig};
+
+use narration::{step, until};
 
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
@@ -45,25 +50,6 @@ fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> anyhow::R
     Ok(serde_json::from_value(value)?)
 }
 
-/// Polls until `check` returns Some, for at most 20 s.
-pub(crate) async fn until<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let started = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return Ok(value);
-        }
-        anyhow::ensure!(
-            started.elapsed() < Duration::from_secs(20),
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
     let ep = api.get_opt("frontend").await.ok().flatten();
     ep.and_then(|e| e.subsets)
@@ -72,10 +58,6 @@ async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
         .flat_map(|s| s.addresses.iter().flatten())
         .map(|a| a.ip.clone())
         .collect()
-}
-
-pub(crate) fn step(started: Instant, text: &str) {
-    println!("[{:>6.3}s] {text}", started.elapsed().as_secs_f64());
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -214,7 +196,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     // The second act: a Kubernetes cluster provisioned from the article's manifest.
     let clusters_root =
         std::env::temp_dir().join(format!("vigil-demo-clusters-{}", std::process::id()));
-    let act = crate::demo_cluster::play(
+    let act = cluster::play(
         &client,
         started,
         &clusters_root,

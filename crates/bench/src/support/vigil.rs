@@ -1,21 +1,17 @@
-//! What the benchmarks that run Vigil in its own process share: the `vigil run` child (spawned
-//! on a sandbox's kubeconfig, its metrics address read from its log, its CPU and log notes), a
-//! bare HTTP GET for its /metrics and probes, a temp file and a temp directory removed on drop, and percentiles.
-//! Moved here from `bench_critical_service.rs` so each benchmark does not carry its own copy.
+//! The `vigil run` child of the benchmarks that run Vigil in its own process: spawned on a
+//! sandbox's kubeconfig, its metrics address read from its log, its CPU and log notes.
 
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncBufReadExt as _;
 use tokio::sync::oneshot;
 
-/// Clock ticks per second of /proc/<pid>/stat's utime and stime: assumed to be 100 (USER_HZ on
-/// Linux everywhere in practice) rather than read through sysconf.
-pub(crate) const CLK_TCK: f64 = 100.0;
+use super::usage::cpu_seconds;
 
 /// `vigil run` as a child process (killed on drop), its metrics address and what it logged.
 pub(crate) struct Vigil {
@@ -74,7 +70,7 @@ pub(crate) async fn spawn_vigil_with(
     args: &[&str],
     log: ChildLog,
 ) -> anyhow::Result<Vigil> {
-    let exe = std::env::current_exe().context("locating the vigil binary")?;
+    let exe = super::binary::vigil()?;
     let mut process = tokio::process::Command::new(exe)
         .arg("run")
         .arg("--kubeconfig")
@@ -169,17 +165,6 @@ async fn read_log(
     }
 }
 
-/// utime + stime of a process so far, in seconds.
-pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command (which may hold spaces) start at field 3, `state`.
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / CLK_TCK)
-}
-
 impl Vigil {
     /// utime + stime so far, in seconds.
     pub(crate) fn cpu_seconds(&self) -> Option<f64> {
@@ -239,97 +224,4 @@ pub(crate) fn strip_ansi(line: &str) -> String {
         }
     }
     out
-}
-
-/// How long [`http_get`] waits for an answer.
-pub(crate) const HTTP_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A GET over HTTP/1.0 (so the body is neither chunked nor kept alive): status and body.
-pub(crate) async fn http_get(addr: &str, path: &str) -> anyhow::Result<(u16, String)> {
-    let exchange = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await?;
-        let mut buf = Vec::new();
-        stream.read_to_end(&mut buf).await?;
-        anyhow::Ok(buf)
-    };
-    let buf = tokio::time::timeout(HTTP_TIMEOUT, exchange)
-        .await
-        .with_context(|| format!("GET {path} on {addr} timed out"))??;
-    let text = String::from_utf8_lossy(&buf);
-    let (head, body) = text
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP response")?;
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .context("no HTTP status code")?;
-    Ok((code, body.to_owned()))
-}
-
-/// A file removed on drop.
-pub(crate) struct TempFile(pub(crate) PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// A directory removed (with its contents) on drop.
-pub(crate) struct TempDir(pub(crate) PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
-    sorted[rank.min(sorted.len() - 1)]
-}
-
-/// Creates namespace `ns` and the CRD of `K`, and waits (at most 10 s) until `K` is served in
-/// `ns`: the start of every bench of one of Vigil's own kinds.
-pub async fn install_kind<K>(client: &kube::Client, ns: &str) -> anyhow::Result<kube::Api<K>>
-where
-    K: kube::CustomResourceExt
-        + kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned,
-{
-    use k8s_openapi::api::core::v1::Namespace;
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::api::{ListParams, PostParams};
-
-    kube::Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}}))?,
-        )
-        .await
-        .context("namespace")?;
-    kube::Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &K::crd())
-        .await
-        .with_context(|| format!("the {} CRD", K::crd_name()))?;
-    let api: kube::Api<K> = kube::Api::namespaced(client.clone(), ns);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while api.list(&ListParams::default().limit(1)).await.is_err() {
-        anyhow::ensure!(
-            std::time::Instant::now() < deadline,
-            "the {} CRD is not served",
-            K::crd_name()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(api)
 }

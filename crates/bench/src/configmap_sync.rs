@@ -1,4 +1,4 @@
-//! `vigil bench configmap-sync`: the ConfigMapSync controller measured end to end, with
+//! `vigil-bench configmap-sync`: the ConfigMapSync controller measured end to end, with
 //! `vigil sandbox` and `vigil run --controllers configmapsync --configmapsync-trust-all` as
 //! children of the bench (a fresh pair per part), the bench an ordinary API client.
 //!
@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event as EventV1;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -30,8 +30,16 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use vigil_apis::ConfigMapSync;
 
-use crate::bench::{Child, rss_mib, spawn_sandbox};
-use crate::bench_child::{TempFile, Vigil, http_get, percentile, spawn_vigil};
+use crate::support::client::in_parallel;
+use crate::support::client::ok_if_exists;
+use crate::support::client::own_client;
+use crate::support::http::http_get;
+use crate::support::metrics::samples;
+use crate::support::sandbox::{Child, spawn_sandbox};
+use crate::support::stats::percentile;
+use crate::support::temp::TempFile;
+use crate::support::usage::rss_mib;
+use crate::support::vigil::{Vigil, spawn_vigil};
 
 #[derive(Debug, clap::Args)]
 pub struct ConfigMapSyncBench {
@@ -70,7 +78,7 @@ pub async fn run(args: ConfigMapSyncBench) -> anyhow::Result<()> {
         "need --destinations, --fan-out and --concurrency > 0"
     );
     println!(
-        "vigil bench configmap-sync (sandbox and vigil run as child processes; the machine may be shared with other work)"
+        "vigil-bench configmap-sync (sandbox and vigil run as child processes; the machine may be shared with other work)"
     );
     latency(&args).await?;
     if args.syncs > 0 {
@@ -153,20 +161,6 @@ async fn start_vigil(sandbox: Child, kubeconfig: TempFile) -> anyhow::Result<Pai
     })
 }
 
-fn own_client(url: &str) -> anyhow::Result<Client> {
-    Ok(Client::try_from(kube::Config::new(
-        url.parse().context("sandbox URL")?,
-    ))?)
-}
-
-fn ok_if_exists<T>(result: Result<T, kube::Error>) -> anyhow::Result<()> {
-    match result {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 async fn wait_until<F, Fut>(what: &str, timeout: Duration, check: F) -> anyhow::Result<()>
 where
     F: Fn() -> Fut,
@@ -183,18 +177,6 @@ where
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-async fn in_parallel<F, Fut>(count: usize, concurrency: usize, make: F) -> anyhow::Result<()>
-where
-    F: Fn(usize) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
-{
-    futures::stream::iter((0..count).map(make))
-        .buffer_unordered(concurrency)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
 }
 
 async fn create_namespace(
@@ -445,17 +427,12 @@ async fn vigil_counters(vigil: &Vigil) -> BTreeMap<String, f64> {
     let Ok((200, body)) = http_get(&vigil.metrics_addr, "/metrics").await else {
         return out;
     };
-    for line in body.lines() {
-        let Some((series, value)) = line.rsplit_once(' ') else {
-            continue;
-        };
-        let Ok(value) = value.parse::<f64>() else {
-            continue;
-        };
-        if series.starts_with("controller_runtime_reconcile_total{")
-            || series.starts_with("vigil_configmapsync_copy_writes_total{")
-        {
-            *out.entry(series.to_owned()).or_default() += value;
+    for sample in samples(&body) {
+        if matches!(
+            sample.name,
+            "controller_runtime_reconcile_total" | "vigil_configmapsync_copy_writes_total"
+        ) {
+            *out.entry(sample.series.to_owned()).or_default() += sample.value;
         }
     }
     out

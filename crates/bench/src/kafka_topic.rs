@@ -1,4 +1,4 @@
-//! `vigil bench kafka-topic`: the KafkaTopic controller measured end to end, with `vigil sandbox`
+//! `vigil-bench kafka-topic`: the KafkaTopic controller measured end to end, with `vigil sandbox`
 //! and `vigil run --controllers kafkatopic` as children of the bench, against a Kafka-protocol
 //! broker (`--bootstrap`, default `VIGIL_TEST_KAFKA_BOOTSTRAP`: `eval "$(.ci/kafka-broker
 //! start)"` starts one).
@@ -27,8 +27,13 @@ use serde_json::json;
 use vigil_apis::Topic;
 use vigil_kafka::{Admin, ClientConfig};
 
-use crate::bench::{rss_mib, spawn_sandbox};
-use crate::bench_child::{TempFile, http_get, percentile, spawn_vigil};
+use crate::support::http::http_get;
+use crate::support::metrics::samples;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::stats::percentile;
+use crate::support::temp::TempFile;
+use crate::support::usage::rss_mib;
+use crate::support::vigil::spawn_vigil;
 
 #[derive(Debug, clap::Args)]
 pub struct KafkaTopicBench {
@@ -66,7 +71,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         "need --topics and --concurrency > 0"
     );
     println!(
-        "vigil bench kafka-topic (sandbox and vigil run as child processes, broker at {}; the machine may be shared with other work)",
+        "vigil-bench kafka-topic (sandbox and vigil run as child processes, broker at {}; the machine may be shared with other work)",
         args.bootstrap
     );
     let admin = Admin::new(ClientConfig::plaintext(args.bootstrap.clone()));
@@ -87,7 +92,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
-    let topics = crate::bench_child::install_kind::<Topic>(&client, NS).await?;
+    let topics = crate::support::kinds::install_kind::<Topic>(&client, NS).await?;
     let mut vigil = spawn_vigil(
         &kubeconfig.0,
         &[
@@ -346,15 +351,10 @@ fn show(counts: &BTreeMap<String, u64>) -> String {
 async fn broker_requests(addr: &str) -> anyhow::Result<(u64, BTreeMap<String, u64>)> {
     let (_, body) = http_get(addr, "/metrics").await?;
     let mut by_api = BTreeMap::new();
-    for line in body.lines() {
-        let Some(rest) = line.strip_prefix("vigil_kafka_broker_requests_total{api=\"") else {
-            continue;
-        };
-        let Some((api, value)) = rest.split_once("\"} ") else {
-            continue;
-        };
-        let n = value.trim().parse::<f64>().unwrap_or(0.0) as u64;
-        by_api.insert(api.to_owned(), n);
+    for sample in samples(&body).filter(|s| s.name == "vigil_kafka_broker_requests_total") {
+        if let Some(api) = sample.label("api") {
+            by_api.insert(api.to_owned(), sample.value as u64);
+        }
     }
     Ok((by_api.values().sum(), by_api))
 }
