@@ -77,7 +77,7 @@ pub async fn run(args: ConfigMapSyncBench) -> anyhow::Result<()> {
         args.destinations > 0 && args.concurrency > 0 && args.fan_out > 0,
         "need --destinations, --fan-out and --concurrency > 0"
     );
-    println!(
+    say!(
         "vigil-bench configmap-sync (sandbox and vigil run as child processes; the machine may be shared with other work)"
     );
     latency(&args).await?;
@@ -330,22 +330,22 @@ async fn latency(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
         .id()
         .and_then(rss_mib)
         .unwrap_or((0.0, 0.0));
-    println!(
+    say!(
         "\n1. propagation latency: 1 source → {} destination namespaces (namespace selector)",
         destinations.len()
     );
     match initial {
-        Some(d) => println!(
+        Some(d) => say!(
             "  first fan-out:        {} from ConfigMapSync created to the last copy's ADDED event",
             ms(d)
         ),
-        None => println!("  first fan-out:        did not complete"),
+        None => say!("  first fan-out:        did not complete"),
     }
     if samples.is_empty() {
-        println!("  update → all copies:  no samples");
+        say!("  update → all copies:  no samples");
     } else {
         let p99 = percentile(&samples, 99.0);
-        println!(
+        say!(
             "  update → all copies:  p50 {}, p99 {}, max {} over {} updates (from the source's PATCH sent to the event showing the last copy updated)   target p99 < {} {}",
             ms(percentile(&samples, 50.0)),
             ms(p99),
@@ -355,9 +355,9 @@ async fn latency(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
             met(p99 < TARGET_P99),
         );
     }
-    println!("  vigil run:            peak RSS {peak:.1} MiB, now {now:.1} MiB");
-    println!("  sandbox:              peak RSS {:.1} MiB", sandbox_rss.0);
-    println!(
+    say!("  vigil run:            peak RSS {peak:.1} MiB, now {now:.1} MiB");
+    say!("  sandbox:              peak RSS {:.1} MiB", sandbox_rss.0);
+    say!(
         "  anomalies:            {}",
         if anomalies.is_empty() {
             "none".into()
@@ -365,7 +365,7 @@ async fn latency(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
             anomalies.join("; ")
         }
     );
-    println!("  vigil log:            {}", pair.vigil.log_summary());
+    say!("  vigil log:            {}", pair.vigil.log_summary());
     Ok(())
 }
 
@@ -571,40 +571,42 @@ async fn scale(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
     let (peak_end, now_end) = rss_mib(pair.vigil.pid).unwrap_or((0.0, 0.0));
     let per_minute = (writes.0 + writes.1 + writes.2) as f64 * 60.0 / window.as_secs_f64();
 
-    println!(
+    say!(
         "\n2. scale: {} ConfigMapSyncs × {} destinations ({} copies), created at once against a running Vigil",
-        args.syncs, args.fan_out, expected
+        args.syncs,
+        args.fan_out,
+        expected
     );
-    println!(
+    say!(
         "  creates sent:         {:.2} s for {} ConfigMapSyncs ({} in flight)",
         created_after.as_secs_f64(),
         args.syncs,
         args.concurrency
     );
     match copies_after {
-        Some(d) => println!(
+        Some(d) => say!(
             "  all copies exist:     {:.2} s from the first create",
             d.as_secs_f64()
         ),
-        None => println!(
+        None => say!(
             "  all copies exist:     NOT within {CONVERGE_TIMEOUT:?} ({} of {expected} seen)",
             copies_added.load(Ordering::Relaxed)
         ),
     }
     match ready_after {
-        Some(d) => println!(
+        Some(d) => say!(
             "  all statuses Ready:   {:.2} s from the first create (time to converge from empty)",
             d.as_secs_f64()
         ),
-        None => println!(
+        None => say!(
             "  all statuses Ready:   NOT within {CONVERGE_TIMEOUT:?} ({last_ready} of {} Ready)",
             args.syncs
         ),
     }
-    println!(
+    say!(
         "  vigil run RSS:        before the ConfigMapSyncs peak {idle_peak:.1} MiB; converged peak {peak:.1} MiB, now {now:.1} MiB; after steady state peak {peak_end:.1} MiB, now {now_end:.1} MiB"
     );
-    println!(
+    say!(
         "  steady state:         {per_minute:.1} API writes/min over {:.0} s (ConfigMaps {}, ConfigMapSyncs {}, Events {})   target 0 {}",
         window.as_secs_f64(),
         writes.0,
@@ -612,13 +614,13 @@ async fn scale(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
         writes.2,
         met(per_minute == 0.0)
     );
-    println!(
+    say!(
         "  vigil counters moved: {}",
         counter_changes(&counters_after, &counters_before)
     );
     if let (Some(a), Some(b)) = (cpu_after, cpu_before) {
-        println!("  vigil CPU at rest:    {:.2} s over the window", a - b);
+        say!("  vigil CPU at rest:    {:.2} s over the window", a - b);
     }
-    println!("  vigil log:            {}", pair.vigil.log_summary());
+    say!("  vigil log:            {}", pair.vigil.log_summary());
     Ok(())
 }

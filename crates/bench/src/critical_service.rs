@@ -238,15 +238,15 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
 
     // Summary.
     let trial_reconciles = m1.total() - m0.total();
-    println!(
+    say!(
         "vigil-bench critical-service: `vigil run` (pid {}, own process) against `vigil sandbox` (pid {sandbox_pid}) with its simulated kubelet",
         vigil.pid
     );
-    println!(
+    say!(
         "  setup:                namespace {NS}, CRD, PodTemplate {TEMPLATE}, CriticalService {CR_NAME} (tier=critical); vigil ready on /readyz {:.0} ms after start",
         ready_after.as_secs_f64() * 1000.0
     );
-    println!(
+    say!(
         "  reaction latency:     {} trials done of {} in {:.2} s (one Service `svc`, one real pod; watch events timestamped on arrival)",
         report.trials_done,
         args.trials,
@@ -262,17 +262,17 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         &mut report.retire,
         true,
     );
-    println!(
+    say!(
         "      (retired = deletionTimestamp set by Vigil's delete; Vigil retires only once the EndpointSlices list the new pod, so this includes the sandbox's EndpointSlice update)"
     );
-    println!(
+    say!(
         "    reconciles:         {} ({:.1} per trial){}",
         fmt_count(trial_reconciles),
         trial_reconciles / report.trials_done.max(1) as f64,
         m1.breakdown_since(&m0)
     );
     let per = report.trials_done.max(1) as f64;
-    println!(
+    say!(
         "    writes seen:        {} fallback creates, {} fallback deletes, {} CriticalService status writes ({:.2}, {:.2}, {:.2} per trial)",
         trial_writes.creates,
         trial_writes.deletes,
@@ -281,7 +281,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         trial_writes.deletes as f64 / per,
         trial_writes.status as f64 / per
     );
-    println!(
+    say!(
         "  burst:                {} Services × {} pods; {} force-deletes (grace 0) from one client, {} in flight, sent in {:.3} s",
         args.burst_services,
         args.burst_pods,
@@ -289,7 +289,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         args.concurrency,
         burst.sent.as_secs_f64()
     );
-    println!(
+    say!(
         "    fallbacks created:  {}/{}; the first {}, the last {} after the first delete was sent",
         burst.delays.len(),
         args.burst_services,
@@ -301,20 +301,22 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         &mut burst.delays.clone(),
         false,
     );
-    println!(
+    say!(
         "    reconciles:         {}{} (from vigil's /metrics before and after; settled)",
         fmt_count(burst.after.total() - burst.before.total()),
         burst.after.breakdown_since(&burst.before)
     );
-    println!(
+    say!(
         "    writes seen:        {} fallback creates, {} fallback deletes, {} CriticalService status writes",
-        burst.writes.creates, burst.writes.deletes, burst.writes.status
+        burst.writes.creates,
+        burst.writes.deletes,
+        burst.writes.status
     );
-    println!(
+    say!(
         "    API requests:       not measured: Vigil exposes no client request metrics and the sandbox counts none; reconcile counts and the writes the bench's watches see stand in"
     );
     match &status {
-        Some(s) => println!(
+        Some(s) => say!(
             "    CriticalService:    status after the burst: covered {}, lame {}, fallbackActive {} (expected {} covered, {} fallbacks)",
             s.covered,
             s.lame,
@@ -322,9 +324,9 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
             args.burst_services + 1,
             args.burst_services
         ),
-        None => println!("    CriticalService:    no status written"),
+        None => say!("    CriticalService:    no status written"),
     }
-    println!(
+    say!(
         "  vigil run:            peak RSS {peak:.1} MiB (VmHWM), now {now:.1} MiB; CPU {} s (utime+stime at an assumed {CLK_TCK} ticks/s): start+setup {}, trials {}, burst {}",
         fmt_opt(cpu_burst),
         fmt_opt(cpu_setup),
@@ -332,21 +334,24 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         fmt_opt(diff(cpu_burst, cpu_trials)),
     );
     let log = vigil.log_summary();
-    println!("  vigil log:            {log}");
-    println!("  sandbox:              peak RSS {sandbox_peak:.1} MiB");
+    say!("  vigil log:            {log}");
+    say!("  sandbox:              peak RSS {sandbox_peak:.1} MiB");
     if report.anomalies.is_empty() {
-        println!("  anomalies:            none");
+        say!("  anomalies:            none");
     } else {
-        println!("  anomalies:            {}", report.anomalies.len());
+        say!("  anomalies:            {}", report.anomalies.len());
         for a in &report.anomalies {
-            println!("    - {a}");
+            say!("    - {a}");
         }
     }
-    println!(
+    say!(
         "  reproduce:            cargo run --release -p vigil -- bench critical-service --trials {} --burst-services {} --burst-pods {} --concurrency {}",
-        args.trials, args.burst_services, args.burst_pods, args.concurrency
+        args.trials,
+        args.burst_services,
+        args.burst_pods,
+        args.concurrency
     );
-    println!(
+    say!(
         "  total runtime:        {:.1} s",
         began.elapsed().as_secs_f64()
     );
@@ -1058,7 +1063,7 @@ fn ms(d: Duration) -> String {
 
 fn print_latencies(label: &str, samples: &mut [Duration], with_target: bool) {
     if samples.is_empty() {
-        println!("{label}no samples");
+        say!("{label}no samples");
         return;
     }
     samples.sort_unstable();
@@ -1083,7 +1088,7 @@ fn print_latencies(label: &str, samples: &mut [Duration], with_target: bool) {
     } else {
         String::new()
     };
-    println!(
+    say!(
         "{label}p50 {}, p99 {}, max {} ({} samples){target}",
         ms(p50),
         ms(p99),

@@ -400,7 +400,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let watcher_in_window = log.watcher_lines.saturating_sub(at_steady.watcher_lines);
     let watcher_before = at_steady.watcher_lines;
 
-    println!(
+    say!(
         "vigil-bench critical-service-scale: {} Services, {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
         layout.services,
         layout.pods(),
@@ -408,12 +408,12 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         layout.lame.len(),
         layout.crs
     );
-    println!(
+    say!(
         "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); `vigil sandbox --no-kubelet` pid {sandbox_pid}",
         vigil.pid(),
         args.vigil_rust_log
     );
-    println!(
+    say!(
         "  setup (before Vigil): {:.1} s: namespace, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
         setup.total.as_secs_f64(),
         setup.base.as_secs_f64(),
@@ -436,7 +436,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         )
     };
     match settle.steady {
-        Some(steady) => println!(
+        Some(steady) => say!(
             "  start → steady state: {:.2} s   target < {} s {}   (from spawning `vigil run`; seen by the CriticalService list returning then, the one before returned at {})",
             steady.as_secs_f64(),
             TARGET_SETTLE.as_secs(),
@@ -447,52 +447,52 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             },
             secs(settle.previous_poll)
         ),
-        None => println!(
+        None => say!(
             "  start → steady state: NOT REACHED within {} s   target < {} s (MISSED)",
             args.settle_timeout_seconds,
             TARGET_SETTLE.as_secs()
         ),
     }
-    println!(
+    say!(
         "    metrics address logged:              {:.2} s",
         metrics_logged.as_secs_f64()
     );
-    println!(
+    say!(
         "    /readyz 200 (every cache synced):    {}",
         secs(settle.ready)
     );
-    println!(
+    say!(
         "    first fallback ADDED:                {}",
         secs(settle.first_fallback)
     );
-    println!(
+    say!(
         "    all {} fallbacks present:           {} (the last one's ADDED event); {} of {} present at the end of the wait",
         layout.lame.len(),
         secs(settle.fallbacks_complete),
         fallbacks_at_steady,
         layout.lame.len()
     );
-    println!(
+    say!(
         "    every status at its generation:      {} (first poll showing it)",
         secs(settle.all_observed)
     );
-    println!(
+    say!(
         "    every status with the right counts:  {} (first poll showing it; covered, lame 0, fallbackActive = its lame Services); last poll: {}/{} right",
         secs(settle.all_right),
         settle.last_right,
         layout.crs
     );
     match &at_steady.reconciles {
-        Some(r) => println!(
+        Some(r) => say!(
             "    startup work:        {} reconciles{}; mean reconcile time {} (includes waiting for the caches to sync; /metrics read {:.1} s after steady state)",
             fmt_count(r.total()),
             r.breakdown_since(&Reconciles::default()),
             r.mean_time(),
             at_steady.scraped_after.as_secs_f64()
         ),
-        None => println!("    startup work:        ? reconciles (/metrics did not answer)"),
+        None => say!("    startup work:        ? reconciles (/metrics did not answer)"),
     }
-    println!(
+    say!(
         "    startup writes seen: {} fallback creates, {} fallback deletes, {} fallback updates; {} CriticalService status writes ({} CRs written more than once, at most {} times); {} Events ({})",
         at_steady.fallback.added,
         at_steady.fallback.deleted + at_steady.fallback.terminating,
@@ -503,17 +503,17 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         at_steady.events,
         at_steady.event_reasons
     );
-    println!(
+    say!(
         "      status writes that changed each field: {}",
         changes_since(&at_steady.cr_changes, &BTreeMap::new())
     );
-    println!(
+    say!(
         "    vigil at steady state: CPU {} s since start (utime+stime, {CLK_TCK} ticks/s), RSS {:.1} MiB, peak so far {:.1} MiB",
         fmt_opt(at_steady.vigil_cpu),
         rss_at_steady.1,
         rss_at_steady.0
     );
-    println!(
+    say!(
         "  steady state:         {:.1} s window{}",
         window_took.as_secs_f64(),
         if settle.steady.is_none() {
@@ -522,7 +522,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             ""
         }
     );
-    println!(
+    say!(
         "    writes:              {writes_total} ({:.1}/min)   target 0 {}: pods {} ADDED, {} MODIFIED, {} DELETED ({} of them Vigil's fallback pods); CriticalService status {}; Events {} created, {} updated",
         per_min(writes_total as f64),
         if writes_total == 0 {
@@ -539,21 +539,21 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         steady_writes.events - steady_writes.events_added
     );
     if steady_writes.cr_status > 0 {
-        println!(
+        say!(
             "      status writes that changed each field: {}",
             steady_writes.cr_changes
         );
     }
     match (&at_end.reconciles, &at_steady.reconciles, window_reconciles) {
-        (Some(end), Some(start), Some(n)) => println!(
+        (Some(end), Some(start), Some(n)) => say!(
             "    reconciles:          {} ({:.1}/min){}",
             fmt_count(n),
             per_min(n),
             end.breakdown_since(start),
         ),
-        _ => println!("    reconciles:          ? (/metrics did not answer)"),
+        _ => say!("    reconciles:          ? (/metrics did not answer)"),
     }
-    println!(
+    say!(
         "    per 5 s:             reconciles [{}], writes [{}] (? = /metrics did not answer; the next figure covers both); the last write seen {} after start",
         timeline
             .iter()
@@ -579,7 +579,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         + pages(layout.pods())
         + pages(setup.slice_count)
         + pages(1);
-    println!(
+    say!(
         "    LIST requests:       {watcher_in_window} inferred in the window   target 0 {}: Vigil has no request metric; its 5 kube-runtime watchers (CriticalServices, and in {NS} Services, pods, EndpointSlices; PodTemplates everywhere) LIST only when they start (~{start_pages} pages of {WATCHER_PAGE} here) or must re-list, and log every watch/list error at debug level (RUST_LOG above): {watcher_in_window} such kube_runtime::watcher lines in the window, {watcher_before} before it",
         if watcher_in_window == 0 {
             "(met)"
@@ -588,7 +588,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         }
     );
     let window_cpu = diff(at_end.vigil_cpu, at_steady.vigil_cpu);
-    println!(
+    say!(
         "    CPU:                 vigil {} s ({} of one core), sandbox {} s",
         fmt_opt(window_cpu),
         window_cpu.map_or_else(
@@ -597,7 +597,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         ),
         fmt_opt(diff(at_end.sandbox_cpu, at_steady.sandbox_cpu))
     );
-    println!(
+    say!(
         "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window; metrics/probe server: {} GETs, {} unanswered within {} s, slowest {:.2} s",
         peak * 1024.0 * 1024.0 / 1e6,
         if peak * 1024.0 * 1024.0 < TARGET_RSS_BYTES {
@@ -613,7 +613,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         HTTP_TIMEOUT.as_secs(),
         scrapes.slowest.as_secs_f64()
     );
-    println!(
+    say!(
         "  vigil log:            {} WARN, {} ERROR lines; {} kube_runtime::watcher lines{}",
         log.warnings,
         log.errors,
@@ -623,23 +623,27 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             .map(|l| format!("\n    {l}"))
             .collect::<String>()
     );
-    println!(
+    say!(
         "  sandbox:              peak RSS {sandbox_peak:.1} MiB (VmHWM, setup included), now {sandbox_now:.1} MiB; CPU {} s in all",
         fmt_opt(at_end.sandbox_cpu)
     );
     if anomalies.is_empty() {
-        println!("  anomalies:            none");
+        say!("  anomalies:            none");
     } else {
-        println!("  anomalies:            {}", anomalies.len());
+        say!("  anomalies:            {}", anomalies.len());
         for a in &anomalies {
-            println!("    - {a}");
+            say!("    - {a}");
         }
     }
-    println!(
+    say!(
         "  reproduce:            cargo run --release -p vigil -- bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {}",
-        args.services, args.pods, args.critical_services, args.concurrency, args.steady_seconds
+        args.services,
+        args.pods,
+        args.critical_services,
+        args.concurrency,
+        args.steady_seconds
     );
-    println!(
+    say!(
         "  total runtime:        {:.1} s",
         began.elapsed().as_secs_f64()
     );

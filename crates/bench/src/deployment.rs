@@ -77,19 +77,19 @@ pub async fn run(args: DeploymentBench) -> anyhow::Result<()> {
         .await?;
     let rollout = wait_rolled_out(&api, args.replicas).await?;
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
-    println!(
+    say!(
         "vigil-bench deployment: {} replicas, maxSurge = maxUnavailable = {percent}, simulated kubelet",
         args.replicas
     );
-    println!(
+    say!(
         "  create:          all available {:.2} s after the Deployment was created",
         first.as_secs_f64()
     );
-    println!(
+    say!(
         "  rolling update:  all updated and available {:.2} s after the new template",
         rollout.as_secs_f64()
     );
-    println!(
+    say!(
         "  sandbox RSS:     peak {peak:.1} MiB ({peak_after_create:.1} MiB after the first rollout), now {now:.1} MiB"
     );
     Ok(())

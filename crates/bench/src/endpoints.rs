@@ -147,24 +147,24 @@ pub async fn run(args: EndpointsBench) -> anyhow::Result<()> {
     let total = burst.elapsed();
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
-    println!(
+    say!(
         "vigil-bench endpoints: {pods_total} pods, {} services ({per_service} pods each), one namespace",
         args.services
     );
-    println!(
+    say!(
         "  setup:              {:.2} s to create services and ready pods, then {:.3} s for endpoints to settle",
         setup_done.as_secs_f64(),
         initial_settle.as_secs_f64()
     );
-    println!(
+    say!(
         "  readiness burst:    {pods_total} status writes in {:.3} s",
         burst_sent.as_secs_f64()
     );
-    println!(
+    say!(
         "  endpoints settled:  {:.3} s after the burst began, {:.3} s after its last write",
         total.as_secs_f64(),
         lag.as_secs_f64()
     );
-    println!("  sandbox RSS:        peak {peak:.1} MiB, now {now:.1} MiB");
+    say!("  sandbox RSS:        peak {peak:.1} MiB, now {now:.1} MiB");
     Ok(())
 }

@@ -45,7 +45,7 @@ struct Phases {
 }
 
 pub async fn run(args: FidelityBench) -> anyhow::Result<()> {
-    println!(
+    say!(
         "fidelity: {} ConfigMaps created, read, listed, updated and deleted one by one, watched",
         args.objects
     );
@@ -72,9 +72,12 @@ pub async fn run(args: FidelityBench) -> anyhow::Result<()> {
     let real_phases = real_phases?;
     let _ = std::fs::remove_dir_all(&temp);
 
-    println!(
+    say!(
         "{:<34} {:>14} {:>18} {:>8}",
-        "", "sandbox", "kube-apiserver 1.28", "ratio"
+        "",
+        "sandbox",
+        "kube-apiserver 1.28",
+        "ratio"
     );
     row("start to ready", sandbox_ready, real_ready);
     row(
@@ -96,7 +99,7 @@ pub async fn run(args: FidelityBench) -> anyhow::Result<()> {
         real_phases.watch_all,
     );
     row("workload in all", sandbox_phases.total, real_phases.total);
-    println!(
+    say!(
         "(the real start includes etcd's; its first start also unpacks the binaries and makes \
          certificates, which later starts reuse)"
     );
@@ -105,7 +108,7 @@ pub async fn run(args: FidelityBench) -> anyhow::Result<()> {
 
 fn row(what: &str, sandbox: Duration, real: Duration) {
     let ratio = real.as_secs_f64() / sandbox.as_secs_f64().max(1e-9);
-    println!(
+    say!(
         "{what:<34} {:>14} {:>18} {:>7.1}x",
         human(sandbox),
         human(real),

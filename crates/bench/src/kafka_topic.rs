@@ -70,7 +70,7 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         args.topics > 0 && args.concurrency > 0,
         "need --topics and --concurrency > 0"
     );
-    println!(
+    say!(
         "vigil-bench kafka-topic (sandbox and vigil run as child processes, broker at {}; the machine may be shared with other work)",
         args.bootstrap
     );
@@ -192,26 +192,27 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
     };
     latencies.sort_unstable();
     let in_kafka = topics_in_kafka(&admin, &prefix).await?;
-    println!(
+    say!(
         "\n1. time to Ready, {} Topics created at once ({} in flight):",
-        args.topics, args.concurrency
+        args.topics,
+        args.concurrency
     );
-    println!("   creates sent in            {:>10.1} ms", ms(created));
-    println!(
+    say!("   creates sent in            {:>10.1} ms", ms(created));
+    say!(
         "   all Ready after            {:>10.1} ms  ({:.0} topics/s)",
         ms(all_ready),
         args.topics as f64 / all_ready.as_secs_f64()
     );
-    println!(
+    say!(
         "   per Topic: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 90.0)),
         ms(percentile(&latencies, 99.0)),
         ms(latencies.last().copied().unwrap_or_default())
     );
-    println!("   topics in the broker       {in_kafka:>10}");
+    say!("   topics in the broker       {in_kafka:>10}");
     let (_, creation_requests) = broker_requests(&vigil.metrics_addr).await?;
-    println!(
+    say!(
         "   broker requests to get there: {}",
         show(&creation_requests)
     );
@@ -240,19 +241,21 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         .map(|(_, n)| n)
         .sum();
     let reads: u64 = delta.values().sum::<u64>() - writes;
-    println!(
+    say!(
         "\n2. steady state, {} s with nothing changing ({} Topics, drift poll every {}):",
-        args.steady_seconds, args.topics, args.drift_interval
+        args.steady_seconds,
+        args.topics,
+        args.drift_interval
     );
-    println!(
+    say!(
         "   broker writes              {writes:>10}  (target 0) {}",
         met(writes == 0)
     );
-    println!(
+    say!(
         "   broker reads               {reads:>10}  ({:.2} per topic per minute; the drift poll: Metadata + DescribeConfigs per cluster per interval, 0 with --drift-interval 0s)",
         reads as f64 / args.topics as f64 * 60.0 / window.as_secs_f64()
     );
-    println!(
+    say!(
         "   by API                     {}",
         if delta.is_empty() {
             "none".to_owned()
@@ -260,16 +263,16 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
             show(&delta)
         }
     );
-    println!(
+    say!(
         "   API writes (Topic events)  {:>10}  (target 0) {}",
         events_after - events_before,
         met(events_after == events_before)
     );
     if let Some(cpu) = vigil.cpu_seconds() {
-        println!("   vigil CPU so far           {cpu:>10.2} s");
+        say!("   vigil CPU so far           {cpu:>10.2} s");
     }
     if let Some((peak, now)) = rss_mib(vigil.pid) {
-        println!(
+        say!(
             "   vigil RSS                  {now:>10.1} MiB  (peak {peak:.1} MiB, {} Topics cached)",
             args.topics
         );
@@ -307,13 +310,13 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let deleted = started.elapsed();
-    println!("\n3. deletion of all {} Topics:", args.topics);
-    println!(
+    say!("\n3. deletion of all {} Topics:", args.topics);
+    say!(
         "   objects and topics gone in {:>10.1} ms  ({:.0} topics/s)",
         ms(deleted),
         args.topics as f64 / deleted.as_secs_f64()
     );
-    println!("\n{}", vigil.log_summary());
+    say!("\n{}", vigil.log_summary());
     watch.abort();
     drop(vigil);
     drop(sandbox);

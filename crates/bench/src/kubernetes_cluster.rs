@@ -505,20 +505,20 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
 
     let n = args.objects;
     let per = |v: u64| v as f64 / n as f64;
-    println!(
+    say!(
         "kubernetes-cluster ({n} objects; external reference provider in the bench process: latency {} per request, provisioning {}; vigil run in its own process: poll {}, resync {}; sandbox in another; machine shared with other work)",
         ms(args.latency),
         secs(args.provision_time),
         secs(args.poll_interval),
         secs(args.resync_interval),
     );
-    println!(
+    say!(
         "  provisioning:        {n} creates sent in {} ({} in flight); first create → all Ready {}",
         secs(creates_took),
         args.concurrency,
         secs(provisioning)
     );
-    println!(
+    say!(
         "  create → Ready:      p50 {}  p99 {}  max {}  (per object, as the bench's watch saw it)",
         secs(percentile(&to_ready, 50.0)),
         secs(percentile(&to_ready, 99.0)),
@@ -530,7 +530,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
         n,
         None,
     );
-    println!(
+    say!(
         "  provider requests:   {provider_per_object:.2} per object until all Ready ({provider_rows}); creates per identity: max {}, clusters made: {} for {n} objects",
         provider_after_provisioning
             .create_requests
@@ -543,18 +543,18 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
             .values()
             .sum::<u64>()
     );
-    println!(
+    say!(
         "  API requests:        {:.2} per object until all Ready, {:.2} of them writes ({}); counted by a proxy between vigil run and the sandbox, from /readyz on",
         per(provisioning_api.total()),
         per(provisioning_api.writes()),
         provisioning_api.per_object(n)
     );
-    println!(
+    say!(
         "  startup API requests: {} before /readyz ({})",
         api_at_start.total(),
         api_at_start.per_object(1)
     );
-    println!(
+    say!(
         "  operator:            peak RSS {} MiB, CPU {} s when all Ready",
         fmt_opt(rss_provisioned),
         fmt_opt(cpu_provisioned)
@@ -565,12 +565,12 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
         n,
         Some(minutes),
     );
-    println!(
+    say!(
         "  at rest ({} from {} after all Ready):",
         secs(args.settle),
         secs(quiet_in)
     );
-    println!(
+    say!(
         "    API writes:        {}   target 0: {}; API requests {} ({})",
         rest_api.writes(),
         if rest_api.writes() == 0 {
@@ -585,7 +585,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
             rest_api.per_object(1)
         }
     );
-    println!(
+    say!(
         "    provider requests: {rest_per_object_minute:.2} per object per minute ({}) — drift checks every {} are {:.2}/object/min",
         if rest_rows.is_empty() {
             "none".to_owned()
@@ -595,7 +595,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
         secs(args.resync_interval),
         60.0 / args.resync_interval.as_secs_f64().max(1e-9)
     );
-    println!(
+    say!(
         "    operator CPU:      {} s over the window",
         rest_cpu.map_or_else(|| "?".to_owned(), |c| format!("{c:.2}"))
     );
@@ -605,18 +605,18 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
         n,
         None,
     );
-    println!(
+    say!(
         "  deletion:            {n} deletes sent → all gone {}; provider requests {delete_per_object:.2} per object ({delete_rows}); API requests {:.2} per object ({}); clusters left at the provider: {left_at_provider}",
         secs(deletion),
         per(deletion_api.total()),
         deletion_api.per_object(n)
     );
-    println!(
+    say!(
         "  operator at the end: peak RSS {} MiB, CPU {} s in all",
         fmt_opt(rss_end),
         fmt_opt(cpu_end)
     );
-    println!("  vigil log:           {}", vigil.log_summary());
+    say!("  vigil log:           {}", vigil.log_summary());
     drop(vigil);
     provider.shutdown().await;
     drop(sandbox);

@@ -5,6 +5,10 @@
 //! the libraries (sandbox, controllers, providers) in process where a bench needs to.
 //! `cargo build --release -p vigil -p vigil-bench`, then `target/release/vigil-bench <bench>`.
 
+// First: its `say!` macro is used by every module below.
+#[macro_use]
+mod output;
+
 mod configmap_sync;
 mod critical_service;
 mod critical_service_scale;

@@ -140,17 +140,20 @@ pub async fn run(args: SandboxBench) -> anyhow::Result<()> {
     latencies.sort_unstable();
     let (peak, now) = rss_mib(pid).unwrap_or((0.0, 0.0));
 
-    println!(
+    say!(
         "vigil-bench sandbox: {} creates ({:?} client, concurrency {}), {} watchers",
-        args.objects, args.client, args.concurrency, args.watchers
+        args.objects,
+        args.client,
+        args.concurrency,
+        args.watchers
     );
-    println!(
+    say!(
         "  creates:            {:.3} s total, {:.0} creates/s",
         elapsed.as_secs_f64(),
         args.objects as f64 / elapsed.as_secs_f64()
     );
-    println!("  watchers complete:  {complete}/{}", args.watchers);
-    println!(
+    say!("  watchers complete:  {complete}/{}", args.watchers);
+    say!(
         "  watch delivery:     p50 {}, p90 {}, p99 {}, max {} ({} events; from create request sent to event decoded)",
         ms(percentile(&latencies, 50.0)),
         ms(percentile(&latencies, 90.0)),
@@ -158,7 +161,7 @@ pub async fn run(args: SandboxBench) -> anyhow::Result<()> {
         ms(latencies.last().copied().unwrap_or_default()),
         latencies.len()
     );
-    println!("  sandbox RSS:        peak {peak:.1} MiB, now {now:.1} MiB");
+    say!("  sandbox RSS:        peak {peak:.1} MiB, now {now:.1} MiB");
     drop(child);
     Ok(())
 }

@@ -258,7 +258,7 @@ pub async fn run(args: StatusRestoreBench) -> anyhow::Result<()> {
         key_file.as_deref(),
     )
     .await?;
-    println!(
+    say!(
         "status restore through the CLI ({} LoadBalancer Services, vault {}{}; sandbox in a child process; machine shared with other work)",
         f.objects,
         if args.vault.is_some() {
@@ -268,23 +268,23 @@ pub async fn run(args: StatusRestoreBench) -> anyhow::Result<()> {
         },
         if args.encrypt { ", encrypted" } else { "" }
     );
-    println!(
+    say!(
         "  vigil status backup:            {:.2} s ({:.0} objects/s)",
         f.backup.as_secs_f64(),
         f.objects as f64 / f.backup.as_secs_f64().max(1e-9)
     );
-    println!(
+    say!(
         "  vigil status restore --dry-run: {:.2} s",
         f.dry_run.as_secs_f64()
     );
-    println!(
+    say!(
         "  vigil status restore:           {:.2} s ({:.0} objects/s): re-create + status through /status + annotation; {} of {} back with their status",
         f.restore.as_secs_f64(),
         f.objects as f64 / f.restore.as_secs_f64().max(1e-9),
         f.back_with_status,
         f.objects
     );
-    println!(
+    say!(
         "  bytes per record (status + cleaned manifest{}): {:.0} B",
         if args.encrypt { ", encrypted" } else { "" },
         f.bytes_per_record

@@ -448,17 +448,19 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
     } else {
         "directory vault"
     };
-    println!(
+    say!(
         "status vault ({} objects × {} status changes, {} in flight; sandbox in a child process, controller in-process, {backend}; machine shared with other work)",
-        args.objects, args.changes, args.concurrency
+        args.objects,
+        args.changes,
+        args.concurrency
     );
-    println!(
+    say!(
         "  burst:                     {changes} status writes acknowledged in {:.2} s ({:.0}/s); {records_written} records written ({} merged by coalescing)",
         burst_took.as_secs_f64(),
         changes as f64 / burst_took.as_secs_f64().max(1e-9),
         changes.saturating_sub(records_written)
     );
-    println!(
+    say!(
         "  capture lag (ack → durable record): p50 {}  p99 {}  max {}   target p99 < {}: {}",
         ms(percentile(&lags, 50.0)),
         ms(p99),
@@ -466,7 +468,7 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
         ms(TARGET_P99),
         if p99 < TARGET_P99 { "met" } else { "MISSED" }
     );
-    println!(
+    say!(
         "  automatic restore ({} re-created objects, create ack → status seen): p50 {}  p99 {}  max {}",
         restore_lags.len(),
         ms(percentile(&restore_lags, 50.0)),
@@ -474,15 +476,15 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
         ms(restore_lags.last().copied().unwrap_or_default())
     );
     match cli {
-        Ok((took, back)) => println!(
+        Ok((took, back)) => say!(
             "  CLI restore of {} deleted objects (`vigil status restore`, re-create + status): {:.2} s ({back} back with status)",
             args.objects,
             took.as_secs_f64()
         ),
-        Err(e) => println!("  CLI restore: n/a ({e})"),
+        Err(e) => say!("  CLI restore: n/a ({e})"),
     }
     let per = |bytes: u64, n: usize| bytes as f64 / n.max(1) as f64;
-    println!(
+    say!(
         "  bytes per record: captured {:.0} B ({captured_versions} versions); same records plain {:.0} B, encrypted {:.0} B (+{:.0} B)",
         per(captured_bytes, captured_versions),
         per(plain_bytes, latest.len()),

@@ -3,6 +3,10 @@
 //! status vault). The commands besides `run` live in `cli/`; the benchmarks are a binary of their
 //! own, `vigil-bench` (`crates/bench`).
 
+// First: its `say!` macro is used by every module below.
+#[macro_use]
+mod output;
+
 mod cli;
 mod cluster_providers;
 mod run;

@@ -327,7 +327,7 @@ fn write_chart(args: &ManifestsArgs, dir: &std::path::Path) -> anyhow::Result<()
         }
         std::fs::write(&target, content)?;
     }
-    println!("generated files of the chart written to {}", dir.display());
+    say!("generated files of the chart written to {}", dir.display());
     Ok(())
 }
 

@@ -43,6 +43,8 @@ pub struct SandboxArgs {
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
+    // A closed output stops the sandbox as SIGTERM does: its data directory is cleaned up.
+    crate::output::stop_when_closed();
     let config = SandboxConfig {
         listen: args.listen,
         token: args.token,
@@ -73,12 +75,12 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         )
     };
     match &args.kubeconfig_out {
-        Some(path) => println!(
+        Some(path) => say!(
             "sandbox ready at {} (kubeconfig: {})",
             sandbox.url(),
             path.display()
         ),
-        None => println!("sandbox ready at {}", sandbox.url()),
+        None => say!("sandbox ready at {}", sandbox.url()),
     }
     wait_for_signal().await?;
     tracing::info!("stopping the sandbox");
@@ -102,6 +104,8 @@ async fn wait_for_signal() -> anyhow::Result<()> {
     tokio::select! {
         r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
         _ = term.recv() => {}
+        // The reader of our output went away (`vigil sandbox | head -1`): stop as on SIGTERM.
+        _ = crate::output::closed() => {}
     }
     Ok(())
 }

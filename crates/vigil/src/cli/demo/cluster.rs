@@ -111,7 +111,7 @@ pub async fn play(
                 .find(|c| c.type_ == phase.as_str())
                 .map(|c| c.message.clone())
                 .unwrap_or_default();
-            println!("          phase {}: {note}", phase.as_str());
+            say!("          phase {}: {note}", phase.as_str());
             reported.set(Some(phase));
         }
         (phase == Phase::Ready).then(|| status.clone())

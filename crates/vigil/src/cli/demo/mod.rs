@@ -61,6 +61,8 @@ async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    // A closed output must not end the demo before it has deleted what it provisioned.
+    crate::output::stop_when_closed();
     let sandbox = Sandbox::start(SandboxConfig {
         listen: args.listen,
         ..SandboxConfig::default()
@@ -74,7 +76,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     )?;
     let kubelet = Kubelet::start(client.clone(), KubeletConfig::default()).await?;
     let started = Instant::now();
-    println!(
+    say!(
         "sandbox ready at {} (kubeconfig: {})",
         sandbox.url(),
         args.kubeconfig_out.display()
@@ -223,11 +225,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
         let mut interrupt =
             signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        println!(
+        say!(
             "\nexplore: kubectl --kubeconfig {} get crisvc,kc,pods,endpoints,secrets",
             args.kubeconfig_out.display()
         );
-        println!(
+        say!(
             "         kubectl --kubeconfig {} version   (the provisioned cluster; Ctrl-C to stop)",
             args.cluster_kubeconfig_out.display()
         );
@@ -235,6 +237,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         tokio::select! {
             _ = interrupt.recv() => {}
             _ = term.recv() => {}
+            // `vigil demo | head`: the reader is gone, clean up as on SIGTERM.
+            _ = crate::output::closed() => {}
         }
     }
     act.finish(started).await?;

@@ -23,5 +23,5 @@ where
 
 /// Prints one step of the scenario, with the time since the demo started.
 pub(crate) fn step(started: Instant, text: &str) {
-    println!("[{:>6.3}s] {text}", started.elapsed().as_secs_f64());
+    say!("[{:>6.3}s] {text}", started.elapsed().as_secs_f64());
 }

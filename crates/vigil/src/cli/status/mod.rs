@@ -85,9 +85,12 @@ pub async fn run(command: StatusCommand) -> anyhow::Result<()> {
     match command {
         StatusCommand::Backup(args) => {
             let report = backup(&args).await?;
-            println!(
+            say!(
                 "backed up {} objects to {}: {} new versions, {} unchanged",
-                report.objects, args.to, report.written, report.unchanged
+                report.objects,
+                args.to,
+                report.written,
+                report.unchanged
             );
             Ok(())
         }

@@ -173,13 +173,13 @@ impl RestoreReport {
             } else {
                 format!(": {}", o.detail)
             };
-            println!(
+            say!(
                 "{:<40} {}{detail}",
                 o.key.to_string(),
                 o.result.label(self.dry_run)
             );
         }
-        println!(
+        say!(
             "{}{} re-created with status, {} re-created, {} status restored, {} skipped, {} failed",
             if self.dry_run {
                 "dry run, nothing changed: would be "
