@@ -9,7 +9,6 @@ use super::go_fmt::*;
 use super::prune::*;
 use super::structural::*;
 use super::validate::*;
-use super::*;
 
 fn messages(errors: &[FieldError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()

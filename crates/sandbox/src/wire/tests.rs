@@ -3,9 +3,7 @@ use serde_json::Value;
 
 use super::decode::*;
 use super::envelope::*;
-use super::model::*;
 use super::reader::*;
-use super::*;
 use serde_json::json;
 
 /// A tiny protobuf encoder for building test inputs by hand.

@@ -4,7 +4,6 @@ use super::conflict::*;
 use super::field_manager::*;
 use super::field_set::*;
 use super::walk::*;
-use super::*;
 use serde_json::json;
 
 const T0: &str = "2024-01-01T00:00:00Z";
