@@ -345,7 +345,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         }
     }
     say!(
-        "  reproduce:            cargo run --release -p vigil -- bench critical-service --trials {} --burst-services {} --burst-pods {} --concurrency {}",
+        "  reproduce:            target/release/vigil-bench critical-service --trials {} --burst-services {} --burst-pods {} --concurrency {}",
         args.trials,
         args.burst_services,
         args.burst_pods,

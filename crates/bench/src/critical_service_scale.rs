@@ -636,7 +636,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         }
     }
     say!(
-        "  reproduce:            cargo run --release -p vigil -- bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {}",
+        "  reproduce:            target/release/vigil-bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {}",
         args.services,
         args.pods,
         args.critical_services,
