@@ -11,6 +11,7 @@ mod bench_endpoints;
 mod bench_fidelity;
 mod bench_kafka_topic;
 mod bench_kubernetes_cluster;
+mod bench_real_plane;
 mod bench_status_restore;
 mod bench_status_vault;
 mod cluster_providers;
