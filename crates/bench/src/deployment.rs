@@ -272,11 +272,14 @@ fn print(args: &DeploymentBench, sandbox: &Figures, real: Option<&Figures>) {
     say!(
         "vigil bench deployment: {} replicas, maxSurge = maxUnavailable = {}%; the simulated kubelet \
          (in the bench process) plays the node on both servers",
-        args.replicas, args.percent
+        args.replicas,
+        args.percent
     );
     say!(
         "{:<46} {:>16} {:>28}",
-        "", "sandbox", "kube-apiserver+kcm 1.28"
+        "",
+        "sandbox",
+        "kube-apiserver+kcm 1.28"
     );
     let row = |what: &str, s: String, r: Option<String>| {
         say!("{what:<46} {s:>16} {:>28}", r.unwrap_or_else(|| "-".into()));
