@@ -240,7 +240,7 @@ pub struct KubernetesClusterStatus {
     /// The generation this status was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Provisioning`, `Upgrading`, `Degraded`, `Deleting` (and `Paused`).
+    /// `Ready`, `Provisioning`, `Upgrading`, `AddonsReady`, `Degraded`, `Deleting` (and `Paused`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

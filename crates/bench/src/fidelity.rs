@@ -3,7 +3,7 @@
 //! start to ready, then one fixed workload through `kube::Client` on each (ConfigMap create, get,
 //! list, update and delete, with a watch that must see every change), phase by phase.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{
     DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 
+use crate::support::real_plane::{RealControlPlane, client_from, tempdir};
 use crate::support::sandbox::spawn_sandbox;
 
 #[derive(Debug, clap::Args)]
@@ -222,65 +222,4 @@ async fn phases(client: &Client, ns: &str, objects: usize) -> anyhow::Result<Pha
         .context("the watch did not deliver every event within 60 s")???;
     p.watch_all = all_seen.duration_since(start);
     Ok(p)
-}
-
-/// A control plane started by `up.sh` on ports of its own; stopped by `down`.
-struct RealControlPlane {
-    kube_dir: PathBuf,
-    work: PathBuf,
-    kubeconfig: PathBuf,
-}
-
-impl RealControlPlane {
-    async fn up(kube_dir: &Path, work: &Path, port: u16) -> anyhow::Result<Self> {
-        let up = kube_dir.join("up.sh");
-        anyhow::ensure!(
-            up.exists(),
-            "no real control plane at {} (--kube-dir)",
-            kube_dir.display()
-        );
-        let offset = |delta: i32| (i32::from(port) + delta).to_string();
-        let status = tokio::process::Command::new(&up)
-            .arg(work)
-            .env("KUBE_APISERVER_PORT", port.to_string())
-            .env("KUBE_ETCD_PORT", offset(-4064))
-            .env("KUBE_ETCD_PEER_PORT", offset(-4063))
-            .env("KUBE_KCM_PORT", offset(14))
-            .stdout(std::process::Stdio::null())
-            .status()
-            .await
-            .with_context(|| format!("running {}", up.display()))?;
-        let plane = Self {
-            kube_dir: kube_dir.to_owned(),
-            work: work.to_owned(),
-            kubeconfig: work.join("kubeconfig"),
-        };
-        if !status.success() {
-            plane.down().await;
-            anyhow::bail!("{} failed: {status}", up.display());
-        }
-        Ok(plane)
-    }
-
-    async fn down(self) {
-        let _ = tokio::process::Command::new(self.kube_dir.join("down.sh"))
-            .arg(&self.work)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .await;
-    }
-}
-
-async fn client_from(path: &Path) -> anyhow::Result<Client> {
-    let kubeconfig = Kubeconfig::read_from(path)
-        .with_context(|| format!("reading kubeconfig {}", path.display()))?;
-    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await?;
-    Ok(Client::try_from(config)?)
-}
-
-fn tempdir(prefix: &str) -> anyhow::Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    Ok(dir)
 }

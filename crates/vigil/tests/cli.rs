@@ -253,6 +253,7 @@ fn demo_plays_the_articles_scenario() {
         "KubernetesCluster my-custom-cluster-for-backup applied",
         "Ready: API server at http",
         "masterVersion 1.28.0",
+        "AddonsReady: addons available in the cluster: cluster-autoscaler 1.2.2, vpc-block-csi-driver 5.2",
         "the new cluster reports v1.28.0",
         "its API server stopped and its data removed first",
     ] {

@@ -934,16 +934,28 @@ async fn the_articles_manifest_provisions_a_real_cluster_on_the_local_provider()
     .find_map(|c| c.cluster.and_then(|c| c.server))
     .expect("a server");
     assert_eq!(server_url, url, "the Secret and the status name one server");
-    // The addons are Deployments in the new cluster.
+    // The addons are Deployments in the new cluster, which runs them: the status reports them
+    // ready once each is available there.
+    let addons_ready = w
+        .wait_condition(
+            "my-custom-cluster-for-backup",
+            reasons::ADDONS_READY,
+            "True",
+            reasons::REASON_ADDONS_READY,
+        )
+        .await;
+    let addons = addons_ready.status.expect("status").addons;
+    assert!(
+        addons.len() == 2 && addons.iter().all(|a| a.state == "Installed"),
+        "{addons:?}"
+    );
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
         Api::namespaced(cluster.clone(), "kube-system");
-    assert!(
-        deployments
-            .get_opt("cluster-autoscaler")
-            .await
-            .expect("get")
-            .is_some()
-    );
+    for name in ["cluster-autoscaler", "vpc-block-csi-driver"] {
+        let d = deployments.get(name).await.expect("an addon Deployment");
+        let available = d.status.and_then(|s| s.available_replicas);
+        assert_eq!(available, Some(1), "{name} is available in the cluster");
+    }
     // Something of the user's in the cluster, to find again after the upgrade.
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(cluster.clone(), "default");

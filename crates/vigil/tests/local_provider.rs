@@ -82,6 +82,16 @@ async fn client_of(cluster: &ProviderCluster) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
+/// Waits until the provider reports every addon `Installed`: its Deployment available.
+async fn addons_available(provider: &LocalProvider, id: &str) -> ProviderCluster {
+    contract::wait_for(provider, id, timing(), "every addon Installed", |c| {
+        c.state == ClusterState::Running
+            && c.addons.iter().all(|a| a.state == AddonState::Installed)
+    })
+    .await
+    .expect("addons Installed")
+}
+
 fn kill(pid: u32) {
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
@@ -148,6 +158,7 @@ async fn a_local_cluster_is_a_real_api_server_that_outlives_its_provider_and_com
             .and_then(|c| c.server.clone()),
         Some(url.clone())
     );
+    addons_available(&provider, &id).await;
     let addon: Api<Deployment> = Api::namespaced(client.clone(), "kube-system");
     let deployment = addon
         .get("cluster-autoscaler")
@@ -190,13 +201,16 @@ async fn a_local_cluster_is_a_real_api_server_that_outlives_its_provider_and_com
         .delete("cluster-autoscaler", &DeleteParams::default())
         .await
         .expect("delete the addon");
-    let healed = running(&provider, &id).await;
+    let reinstalled = running(&provider, &id).await;
     assert!(
-        healed
+        reinstalled
             .addons
             .iter()
-            .any(|a| a.name == "cluster-autoscaler" && a.state == AddonState::Installed)
+            .any(|a| a.name == "cluster-autoscaler" && a.state != AddonState::Failed),
+        "{:?}",
+        reinstalled.addons
     );
+    addons_available(&provider, &id).await;
     addon.get("cluster-autoscaler").await.expect("reinstalled");
 
     // A dead process is restarted on the same port with the same data.
@@ -338,7 +352,12 @@ async fn a_local_cluster_kubeconfig_works_with_kubectl() {
     let root = Root::new("kubectl");
     let provider = root.provider();
     let id = provider
-        .create(&contract::request(UUID, "kubectl", "1.28", &[]))
+        .create(&contract::request(
+            UUID,
+            "kubectl",
+            "1.28",
+            &[("coredns", "1.11.3"), ("metrics-server", "0.7.2")],
+        ))
         .await
         .expect("create")
         .id;
@@ -370,6 +389,43 @@ async fn a_local_cluster_kubeconfig_works_with_kubectl() {
         assert!(
             namespaces.lines().any(|l| l == format!("namespace/{ns}")),
             "{namespaces}"
+        );
+    }
+
+    // The addons are Deployments in the cluster's kube-system that its own workload loops and
+    // simulated kubelet make available; the provider reports them Installed only then.
+    let installed = addons_available(&provider, &id).await;
+    assert_eq!(installed.addons.len(), 2, "{:?}", installed.addons);
+    let listed = kubectl_ok(
+        &bin,
+        &file,
+        &cache,
+        &["-n", "kube-system", "get", "deployments", "-o", "json"],
+    )
+    .await;
+    let listed: serde_json::Value = serde_json::from_str(&listed).expect("JSON");
+    let items = listed["items"].as_array().expect("items");
+    for name in ["coredns", "metrics-server"] {
+        let d = items
+            .iter()
+            .find(|d| d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Deployment {name}: {listed}"));
+        assert_eq!(d["status"]["availableReplicas"], 1, "{d}");
+        assert_eq!(d["status"]["updatedReplicas"], 1, "{d}");
+        let available = d["status"]["conditions"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["type"] == "Available"))
+            .unwrap_or_else(|| panic!("no Available condition: {d}"));
+        assert_eq!(available["status"], "True", "{d}");
+    }
+    // What a user types: the table kubectl prints shows each ready.
+    let table = kubectl_ok(&bin, &file, &cache, &["-n", "kube-system", "get", "deploy"]).await;
+    for name in ["coredns", "metrics-server"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.split_whitespace().take(2).eq([name, "1/1"])),
+            "{table}"
         );
     }
 }

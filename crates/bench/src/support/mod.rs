@@ -8,6 +8,7 @@ pub mod fmt;
 pub mod http;
 pub mod kinds;
 pub mod metrics;
+pub mod real_plane;
 pub mod sandbox;
 pub mod stats;
 pub mod temp;

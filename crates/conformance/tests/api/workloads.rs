@@ -1355,3 +1355,76 @@ async fn a_daemon_set_runs_one_pod_on_each_selected_ready_node() {
     assert!(active_pods(&env, "app=nowhere").await.is_empty());
     env.cleanup().await;
 }
+
+/// `kubectl get` of a resource in `env`'s namespace as the server's Table: (column name, cell)
+/// of each row, for the columns kubectl shows without `-o wide` (priority 0).
+async fn table_rows(
+    env: &TestEnv,
+    group_version: &str,
+    resource: &str,
+) -> Vec<Vec<(String, Value)>> {
+    let path = format!("/{group_version}/namespaces/{}/{resource}", env.namespace());
+    let request = http::Request::get(path)
+        .header(
+            http::header::ACCEPT,
+            "application/json;as=Table;v=v1;g=meta.k8s.io",
+        )
+        .body(Vec::new())
+        .expect("request");
+    let table: Value = env.client().request(request).await.expect("table");
+    let columns = table["columnDefinitions"].as_array().expect("columns");
+    table["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| {
+            columns
+                .iter()
+                .zip(row["cells"].as_array().expect("cells"))
+                .filter(|(c, _)| c["priority"].as_i64().unwrap_or(0) == 0)
+                .map(|(c, cell)| (c["name"].as_str().unwrap_or("").to_owned(), cell.clone()))
+                .collect()
+        })
+        .collect()
+}
+
+/// What `kubectl get deploy,rs` prints: READY as ready/desired, UP-TO-DATE and AVAILABLE for a
+/// Deployment; DESIRED, CURRENT and READY for its ReplicaSet.
+#[tokio::test]
+async fn tables_of_deployments_and_replica_sets_show_their_readiness() {
+    let env = env().await;
+    create_deployment(&env, deployment("tabled", 2, "registry.example/app:1")).await;
+    wait_complete(&env, "tabled", 2).await;
+    let without_age = |rows: Vec<Vec<(String, Value)>>| -> Vec<Vec<(String, Value)>> {
+        rows.into_iter()
+            .map(|r| r.into_iter().filter(|(name, _)| name != "Age").collect())
+            .collect()
+    };
+    let deployments = without_age(table_rows(&env, "apis/apps/v1", "deployments").await);
+    let cells = |pairs: &[(&str, Value)]| -> Vec<(String, Value)> {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.clone()))
+            .collect()
+    };
+    assert_eq!(
+        deployments,
+        [cells(&[
+            ("Name", json!("tabled")),
+            ("Ready", json!("2/2")),
+            ("Up-to-date", json!(2)),
+            ("Available", json!(2)),
+        ])]
+    );
+    let replica_sets = without_age(table_rows(&env, "apis/apps/v1", "replicasets").await);
+    assert_eq!(replica_sets.len(), 1, "{replica_sets:?}");
+    assert_eq!(
+        replica_sets[0][1..],
+        cells(&[
+            ("Desired", json!(2)),
+            ("Current", json!(2)),
+            ("Ready", json!(2))
+        ])
+    );
+    env.cleanup().await;
+}

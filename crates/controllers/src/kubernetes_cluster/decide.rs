@@ -25,6 +25,8 @@ pub const UPGRADING: &str = "Upgrading";
 pub const DEGRADED: &str = "Degraded";
 pub const DELETING: &str = "Deleting";
 pub const PAUSED: &str = "Paused";
+/// Every declared addon is installed and available in the cluster (and no other is left).
+pub const ADDONS_READY: &str = "AddonsReady";
 
 /// Reasons (conditions and Events).
 pub const REASON_CREATING: &str = "Creating";
@@ -44,6 +46,7 @@ pub const REASON_CLUSTER_FAILED: &str = "ClusterFailed";
 pub const REASON_ADDON_FAILED: &str = "AddonFailed";
 pub const REASON_CONVERGING_ADDONS: &str = "ConvergingAddons";
 pub const REASON_ADDONS_READY: &str = "AddonsReady";
+pub const REASON_ADDONS_PROGRESSING: &str = "AddonsProgressing";
 pub const REASON_DRIFT_DETECTED: &str = "DriftDetected";
 pub const REASON_PROVIDER_UNKNOWN: &str = "ProviderUnknown";
 pub const REASON_PROVIDER_UNAVAILABLE: &str = "ProviderUnavailable";
@@ -286,6 +289,15 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
         report.degraded(Some((REASON_IDENTITY_MISMATCH.to_owned(), message)));
         report.status.phase = Some(Phase::Failed);
         return report.plan(None, Some(settings.resync_interval));
+    }
+
+    let (addons_status, addons_reason, addons_message) = addons_readiness(view, cluster);
+    let addons_were =
+        conditions::find(&report.status.conditions, ADDONS_READY).map(|c| c.status.clone());
+    report.set(ADDONS_READY, addons_status, addons_reason, &addons_message);
+    // An Event when the addons become ready again or at last, not when first reported ready.
+    if addons_status == Status::True && addons_were.is_some_and(|s| s != "True") {
+        report.event(EventNote::normal(REASON_ADDONS_READY, addons_message));
     }
 
     let mut problems: Vec<(String, String)> = Vec::new();
@@ -588,6 +600,84 @@ fn decide_running(
     report.degraded(problems.into_iter().next());
     let requeue = requeue.or(Some(settings.resync_interval));
     report.plan(call, requeue)
+}
+
+/// `AddonsReady`: true when every declared addon is reported `Installed` at its declared version
+/// and no other addon is left; otherwise why not — a failed addon first, then the first one still
+/// on its way, with the provider's message (what its rollout waits for).
+fn addons_readiness(
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+) -> (Status, &'static str, String) {
+    if let Some(failed) = cluster
+        .addons
+        .iter()
+        .find(|a| a.state == AddonState::Failed)
+    {
+        return (
+            Status::False,
+            REASON_ADDON_FAILED,
+            format!(
+                "addon {} {} failed: {}",
+                failed.name,
+                failed.version,
+                failed.message.as_deref().unwrap_or("no reason given")
+            ),
+        );
+    }
+    let mut waiting = Vec::new();
+    for declared in &view.spec.addons {
+        let found = cluster.addons.iter().find(|a| a.name == declared.name);
+        match found {
+            Some(a) if a.version == declared.version && a.state == AddonState::Installed => {}
+            Some(a) if a.version == declared.version => waiting.push(format!(
+                "{} {} {}{}",
+                a.name,
+                a.version,
+                addon_state(a.state).to_lowercase(),
+                a.message
+                    .as_deref()
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default()
+            )),
+            Some(a) => waiting.push(format!(
+                "{} at {}, {} declared",
+                a.name, a.version, declared.version
+            )),
+            None => waiting.push(format!(
+                "{} {} not installed yet",
+                declared.name, declared.version
+            )),
+        }
+    }
+    for extra in cluster
+        .addons
+        .iter()
+        .filter(|a| !view.spec.addons.iter().any(|d| d.name == a.name))
+    {
+        waiting.push(format!("{} {} being removed", extra.name, extra.version));
+    }
+    if !waiting.is_empty() {
+        return (
+            Status::False,
+            REASON_ADDONS_PROGRESSING,
+            format!("addons not ready: {}", waiting.join("; ")),
+        );
+    }
+    let message = if view.spec.addons.is_empty() {
+        "no addons declared".to_owned()
+    } else {
+        format!(
+            "addons available in the cluster: {}",
+            view.spec
+                .addons
+                .iter()
+                .map(|a| format!("{} {}", a.name, a.version))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    (Status::True, REASON_ADDONS_READY, message)
 }
 
 /// `progress` of a long operation, or a default text.

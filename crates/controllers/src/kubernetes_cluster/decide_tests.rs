@@ -343,6 +343,104 @@ fn addons_converge_and_drift_is_reported() {
 }
 
 #[test]
+fn addons_ready_follows_what_the_provider_reports_of_each_addon() {
+    let status = ready_status();
+    assert_eq!(
+        condition(&status, ADDONS_READY),
+        ("True", REASON_ADDONS_READY)
+    );
+    let message = &conditions::find(&status.conditions, ADDONS_READY)
+        .expect("set")
+        .message;
+    assert!(
+        message.contains("cluster-autoscaler 1.2.2")
+            && message.contains("vpc-block-csi-driver 5.2"),
+        "{message}"
+    );
+
+    // An addon whose Deployment is not available yet: not ready, saying what it waits for;
+    // the cluster itself stays Ready, and Vigil polls until the addon is.
+    let mut rolling = running();
+    rolling.addons[1].state = AddonState::Installing;
+    rolling.addons[1].message = Some("0 of 1 replicas available".into());
+    let plan = decide_at(&view(Some(status.clone())), Observed::Found(&rolling), 200);
+    assert_eq!(
+        condition(&plan.status, ADDONS_READY),
+        ("False", REASON_ADDONS_PROGRESSING)
+    );
+    let message = &conditions::find(&plan.status.conditions, ADDONS_READY)
+        .expect("set")
+        .message;
+    assert!(
+        message.contains("vpc-block-csi-driver 5.2 installing (0 of 1 replicas available)"),
+        "{message}"
+    );
+    assert_eq!(
+        condition(&plan.status, READY),
+        ("True", REASON_CLUSTER_READY)
+    );
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.requeue, Some(Duration::from_secs(2)));
+    assert!(plan.events.is_empty());
+
+    // Available again: ready, with an Event.
+    let back = decide_at(&view(Some(plan.status)), Observed::Found(&running()), 210);
+    assert_eq!(
+        condition(&back.status, ADDONS_READY),
+        ("True", REASON_ADDONS_READY)
+    );
+    assert_eq!(reasons(&back), [REASON_ADDONS_READY]);
+
+    // A failed rollout: not ready and Degraded, both naming it.
+    let mut failed = running();
+    failed.addons[0].state = AddonState::Failed;
+    failed.addons[0].message = Some("the rollout exceeded its progress deadline".into());
+    let plan = decide_at(&view(Some(status.clone())), Observed::Found(&failed), 200);
+    assert_eq!(
+        condition(&plan.status, ADDONS_READY),
+        ("False", REASON_ADDON_FAILED)
+    );
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_ADDON_FAILED)
+    );
+
+    // Declared but absent, at another version, or not declared: not ready.
+    let mut v = view(Some(status.clone()));
+    v.spec.addons[0].version = "1.2.3".into();
+    let mut extra = running();
+    extra.addons.remove(1);
+    extra.addons.push(AddonStatus {
+        name: "metrics-server".into(),
+        version: "0.7.2".into(),
+        state: AddonState::Removing,
+        message: None,
+    });
+    let plan = decide_at(&v, Observed::Found(&extra), 200);
+    let message = &conditions::find(&plan.status.conditions, ADDONS_READY)
+        .expect("set")
+        .message;
+    for part in [
+        "cluster-autoscaler at 1.2.2, 1.2.3 declared",
+        "vpc-block-csi-driver 5.2 not installed yet",
+        "metrics-server 0.7.2 being removed",
+    ] {
+        assert!(message.contains(part), "{part}: {message}");
+    }
+
+    // No addons at all: ready.
+    let mut v = view(None);
+    v.spec.addons.clear();
+    let mut bare = running();
+    bare.addons.clear();
+    let plan = decide_at(&v, Observed::Found(&bare), 200);
+    assert_eq!(
+        condition(&plan.status, ADDONS_READY),
+        ("True", REASON_ADDONS_READY)
+    );
+}
+
+#[test]
 fn a_version_changed_outside_vigil_is_reported_as_drift() {
     let mut cluster = running();
     cluster.master_version = Some("1.28.9".into());

@@ -4,8 +4,11 @@
 //! what is reported is what was found in the cluster, so an addon someone deleted by hand shows
 //! up (and comes back).
 //!
-//! The sandbox runs no Deployment controller, so "installed" means the Deployment is there at the
-//! wanted version, not that its pods are available.
+//! An addon is `Installed` only once its Deployment is available in the cluster, judged as
+//! `kubectl rollout status` judges it: the cluster's sandbox runs the Deployment and ReplicaSet
+//! loops and a simulated kubelet, so the addon's pods run there as they would on a real node.
+//! Until then it is `Installing` (the message says what the rollout waits for); a rollout past
+//! its progress deadline is `Failed`.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +16,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+use super::rollout::{Rollout, rollout};
 use crate::{Addon, AddonState, AddonStatus};
 
 pub const NAMESPACE: &str = "kube-system";
@@ -20,11 +24,11 @@ const MANAGER: &str = "vigil-local-provider";
 const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 const VERSION_ANNOTATION: &str = "vigil.dev/addon-version";
 
-/// The result of one pass: every addon wanted or found, and whether all wanted are installed
-/// and nothing else is left.
+/// The result of one pass: every addon wanted or found, and whether every wanted one's
+/// Deployment is there at its version and nothing else is left (available or not yet).
 pub struct Converged {
     pub addons: Vec<AddonStatus>,
-    pub done: bool,
+    pub applied: bool,
 }
 
 /// One pass: list what is there, apply what is missing or at another version, delete what is
@@ -34,7 +38,7 @@ pub async fn converge(client: &kube::Client, wanted: &[Addon]) -> Result<Converg
     let listed = api
         .list(&ListParams::default().labels(&format!("{MANAGED_BY}={MANAGER}")))
         .await?;
-    let found: BTreeMap<String, String> = listed
+    let found: BTreeMap<String, (String, &Deployment)> = listed
         .items
         .iter()
         .filter_map(|d| {
@@ -46,11 +50,11 @@ pub async fn converge(client: &kube::Client, wanted: &[Addon]) -> Result<Converg
                 .and_then(|a| a.get(VERSION_ANNOTATION))
                 .cloned()
                 .unwrap_or_default();
-            Some((name, version))
+            Some((name, (version, d)))
         })
         .collect();
     let mut addons = Vec::new();
-    let mut done = true;
+    let mut applied = true;
     for addon in wanted {
         let status = |state, message: Option<String>| AddonStatus {
             name: addon.name.clone(),
@@ -58,12 +62,18 @@ pub async fn converge(client: &kube::Client, wanted: &[Addon]) -> Result<Converg
             state,
             message,
         };
-        if found.get(&addon.name) == Some(&addon.version) {
-            addons.push(status(AddonState::Installed, None));
+        if let Some((version, deployment)) = found.get(&addon.name)
+            && *version == addon.version
+        {
+            addons.push(match rollout(deployment) {
+                Rollout::Available => status(AddonState::Installed, None),
+                Rollout::Progressing(why) => status(AddonState::Installing, Some(why)),
+                Rollout::Failed(why) => status(AddonState::Failed, Some(why)),
+            });
             continue;
         }
         let why = match found.get(&addon.name) {
-            Some(old) => format!("upgrading from {old}"),
+            Some((old, _)) => format!("upgrading from {old}"),
             None => "not found in the cluster; installing".to_owned(),
         };
         match api
@@ -74,19 +84,24 @@ pub async fn converge(client: &kube::Client, wanted: &[Addon]) -> Result<Converg
             )
             .await
         {
-            // Applied now: the Deployment is there at the wanted version.
-            Ok(_) => addons.push(status(AddonState::Installed, None)),
+            // Applied now: its pods are yet to run.
+            Ok(_) => addons.push(status(
+                AddonState::Installing,
+                Some(format!(
+                    "{why}: Deployment applied, waiting for it to be available"
+                )),
+            )),
             Err(e) => {
-                done = false;
+                applied = false;
                 addons.push(status(AddonState::Failed, Some(format!("{why}: {e}"))));
             }
         }
     }
-    for (name, version) in &found {
+    for (name, (version, _)) in &found {
         if wanted.iter().any(|a| &a.name == name) {
             continue;
         }
-        done = false;
+        applied = false;
         let message = match api.delete(name, &DeleteParams::default()).await {
             Ok(_) => None,
             Err(kube::Error::Api(s)) if s.code == 404 => None,
@@ -100,7 +115,7 @@ pub async fn converge(client: &kube::Client, wanted: &[Addon]) -> Result<Converg
         });
     }
     addons.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(Converged { addons, done })
+    Ok(Converged { addons, applied })
 }
 
 fn deployment(addon: &Addon) -> serde_json::Value {

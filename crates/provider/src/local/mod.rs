@@ -17,6 +17,7 @@
 mod addons;
 mod lock;
 mod process;
+mod rollout;
 mod state;
 
 use std::collections::HashMap;
@@ -503,7 +504,9 @@ impl LocalProvider {
         {
             Ok(Ok(converged)) => {
                 record.observed_addons = converged.addons;
-                if converged.done {
+                // Running once every addon is applied: their availability is reported per
+                // addon (`Installing` until available), as managed clusters do.
+                if converged.applied {
                     record.phase = Phase::Running;
                     return Ok(Report {
                         serving: true,

@@ -42,6 +42,10 @@ enum Source {
     Age,
     Path(String),
     Date(String),
+    /// An integer, 0 when absent (Go's zero value, as the built-in printers show it).
+    Count(&'static str),
+    /// `ready/desired`, as kubectl's READY column of Deployments.
+    Ratio(&'static str, &'static str),
 }
 
 fn columns(info: &ResourceInfo) -> Vec<Column> {
@@ -128,12 +132,45 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 Source::Path(".spec.clusterIP".into()),
             ));
         }
-        ("apps", "deployments" | "replicasets") => {
+        // kube-apiserver's printers (pkg/printers/internalversion) for these two.
+        ("apps", "deployments") => {
             cols.push(col(
-                "Replicas",
+                "Ready",
+                "string",
+                "",
+                Source::Ratio("/status/readyReplicas", "/spec/replicas"),
+            ));
+            cols.push(col(
+                "Up-to-date",
                 "integer",
                 "",
-                Source::Path(".spec.replicas".into()),
+                Source::Count("/status/updatedReplicas"),
+            ));
+            cols.push(col(
+                "Available",
+                "integer",
+                "",
+                Source::Count("/status/availableReplicas"),
+            ));
+        }
+        ("apps", "replicasets") => {
+            cols.push(col(
+                "Desired",
+                "integer",
+                "",
+                Source::Count("/spec/replicas"),
+            ));
+            cols.push(col(
+                "Current",
+                "integer",
+                "",
+                Source::Count("/status/replicas"),
+            ));
+            cols.push(col(
+                "Ready",
+                "integer",
+                "",
+                Source::Count("/status/readyReplicas"),
             ));
         }
         ("", "events") => {
@@ -185,6 +222,10 @@ fn age(timestamp: Option<&str>) -> Value {
     json!(human_duration(seconds))
 }
 
+fn count(obj: &Value, pointer: &str) -> i64 {
+    obj.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
+}
+
 fn row(info: &ResourceInfo, cols: &[Column], stored: &Stored, include: IncludeObject) -> Value {
     let obj = convert::from_storage(info, &stored.value);
     let cells: Vec<Value> = cols
@@ -196,6 +237,10 @@ fn row(info: &ResourceInfo, cols: &[Column], stored: &Stored, include: IncludeOb
                 .and_then(Value::as_str)),
             Source::Date(path) => age(jsonpath::cell(path, "date", &obj).as_str()),
             Source::Path(path) => jsonpath::cell(path, &c.kind, &obj),
+            Source::Count(pointer) => json!(count(&obj, pointer)),
+            Source::Ratio(ready, desired) => {
+                json!(format!("{}/{}", count(&obj, ready), count(&obj, desired)))
+            }
         })
         .collect();
     let mut row = json!({"cells": cells});

@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::{ARTICLE_MANIFEST, Phase};
 use vigil_controllers::kubernetes_cluster::controller::{self, Config, kubeconfig_secret_name};
+use vigil_controllers::kubernetes_cluster::decide::ADDONS_READY;
 use vigil_controllers::kubernetes_cluster::model::Settings;
 use vigil_provider::local::{LocalConfig, LocalProvider};
 use vigil_provider::{ClusterProvider, Providers};
@@ -125,6 +126,22 @@ pub async fn play(
             ready.api_server_url.as_deref().unwrap_or("?"),
             ready.master_version.as_deref().unwrap_or("?"),
         ),
+    );
+
+    // The addons are Deployments the new cluster runs itself (its workload loops and simulated
+    // kubelet); the status says when every one is available there.
+    let addons = until("the addons to be available", || async {
+        let c = clusters.get_opt(NAME).await.ok().flatten()?;
+        c.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == ADDONS_READY && c.status == "True")
+            .map(|c| c.message)
+    })
+    .await?;
+    step(
+        started,
+        &format!("AddonsReady: {addons} (Deployments in its kube-system)"),
     );
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
