@@ -119,14 +119,14 @@ impl Runtime {
     }
 
     /// A closure reporting `name`'s readiness, for a controller `run` that takes one.
-    pub fn ready_fn(&self, name: &str) -> impl Fn(bool) + Send + Sync + 'static {
+    pub fn ready_fn(&self, name: &str) -> impl Fn(bool) + Send + Sync + 'static + use<> {
         let ready = self.ready.clone();
         let name = name.to_owned();
         move |ok| ready(&name, ok)
     }
 
     /// Resolves when the process shuts down.
-    pub fn shutdown(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+    pub fn shutdown(&self) -> impl Future<Output = ()> + Send + Sync + 'static + use<> {
         let mut stopped = self.stopped.clone();
         async move {
             let _ = stopped.wait_for(|s| *s).await;

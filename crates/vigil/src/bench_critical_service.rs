@@ -301,7 +301,8 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         burst.writes.creates, burst.writes.deletes, burst.writes.status
     );
     println!(
-        "    API requests:       not measured: Vigil exposes no client request metrics and the sandbox counts none; reconcile counts and the writes the bench's watches see stand in"
+        "    API requests:       {} (vigil's rest_client_requests_total before and after, by method; watches count when they start)",
+        burst.after.requests_since(&burst.before)
     );
     match &status {
         Some(s) => println!(
@@ -1046,6 +1047,8 @@ struct Reconciles {
     by_result: BTreeMap<String, f64>,
     /// `controller_runtime_reconcile_errors_total`.
     errors: f64,
+    /// `rest_client_requests_total` by `method`: every request Vigil's client made.
+    requests: BTreeMap<String, f64>,
 }
 
 impl Reconciles {
@@ -1067,6 +1070,13 @@ impl Reconciles {
                 *out.by_result.entry(result).or_default() += value;
             } else if series.starts_with("controller_runtime_reconcile_errors_total") {
                 out.errors += value;
+            } else if let Some(labels) = series.strip_prefix("rest_client_requests_total{") {
+                let method = labels
+                    .split(',')
+                    .find_map(|l| l.strip_prefix("method=\""))
+                    .map(|m| m.trim_end_matches(['}', '"']).to_owned())
+                    .unwrap_or_default();
+                *out.requests.entry(method).or_default() += value;
             }
         }
         out
@@ -1074,6 +1084,20 @@ impl Reconciles {
 
     fn total(&self) -> f64 {
         self.by_result.values().sum()
+    }
+
+    /// "N (GET a, POST b, …)": the requests Vigil's client made since `before`.
+    fn requests_since(&self, before: &Self) -> String {
+        let total: f64 = self.requests.values().sum::<f64>() - before.requests.values().sum::<f64>();
+        let parts: Vec<String> = self
+            .requests
+            .iter()
+            .map(|(method, v)| {
+                let was = before.requests.get(method).copied().unwrap_or(0.0);
+                format!("{method} {}", fmt_count(v - was))
+            })
+            .collect();
+        format!("{} ({})", fmt_count(total), parts.join(", "))
     }
 
     /// " (success 3, error 0, …; errors_total 0)" for the change since `before`.
