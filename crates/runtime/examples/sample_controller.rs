@@ -81,7 +81,11 @@ pub async fn run(runtime: Runtime) {
         deployment_writer,
         Index::new(|_| Vec::new()),
         watch_all::<Deployment>(runtime.watches()),
-        |d: &mut Deployment| d.spec.as_mut().map_or((), |s| s.template = Default::default()),
+        |d: &mut Deployment| {
+            d.spec
+                .as_mut()
+                .map_or((), |s| s.template = Default::default())
+        },
     );
     let context = Arc::new(Context {
         runtime: runtime.clone(),
@@ -101,7 +105,10 @@ pub fn decide(foo: &Foo, deployment: Option<&Deployment>) -> Step {
         return Step::Create(Box::new(new_deployment(foo)));
     };
     let ours = foo.uid().is_some_and(|uid| {
-        let owner = deployment.owner_references().iter().find(|o| o.controller == Some(true));
+        let owner = deployment
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true));
         owner.is_some_and(|o| o.uid == uid)
     });
     let current = deployment.spec.as_ref().and_then(|s| s.replicas);
@@ -159,19 +166,25 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
         tracing::error!(foo = %foo.name_any(), "deployment name must be specified");
         return Ok(Action::await_change());
     }
-    let cached = ctx.deployments.get(&ObjectRef::new(name).within(&namespace));
+    let cached = ctx
+        .deployments
+        .get(&ObjectRef::new(name).within(&namespace));
     let api: Api<Deployment> = Api::namespaced(runtime.client().clone(), &namespace);
     let deployment = match decide(&foo, cached.as_deref()) {
         Step::Create(deployment) => api.create(&PostParams::default(), &deployment).await?,
         Step::Scale(replicas) => {
             let patch = serde_json::json!({"spec": {"replicas": replicas}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await?
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?
         }
         Step::Keep => cached.as_deref().cloned().unwrap_or_default(),
         Step::NotOurs => {
             let error = Error::ResourceExists(name.clone());
             let note = EventNote::warning("ErrResourceExists", error.to_string());
-            runtime.recorder().publish(&foo.object_ref(&()), &note, "Sync").await;
+            runtime
+                .recorder()
+                .publish(&foo.object_ref(&()), &note, "Sync")
+                .await;
             return Err(error);
         }
     };
@@ -179,9 +192,20 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
     let desired = FooStatus {
         available_replicas: available.unwrap_or(0),
     };
-    status::write(runtime.client(), foo.as_ref(), foo.status.as_ref(), &desired, &[], NAME).await?;
+    status::write(
+        runtime.client(),
+        foo.as_ref(),
+        foo.status.as_ref(),
+        &desired,
+        &[],
+        NAME,
+    )
+    .await?;
     let synced = EventNote::normal("Synced", "Foo synced successfully");
-    runtime.recorder().publish(&foo.object_ref(&()), &synced, "Sync").await;
+    runtime
+        .recorder()
+        .publish(&foo.object_ref(&()), &synced, "Sync")
+        .await;
     Ok(Action::await_change())
 }
 

@@ -292,7 +292,10 @@ mod tests {
             classify(http::Method::GET, "/api/v1/namespaces/ns/pods/p"),
             None
         );
-        assert_eq!(classify(http::Method::POST, "/api/v1/namespaces/ns/pods"), None);
+        assert_eq!(
+            classify(http::Method::POST, "/api/v1/namespaces/ns/pods"),
+            None
+        );
         assert_eq!(classify(http::Method::GET, "/version"), None);
     }
 

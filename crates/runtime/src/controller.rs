@@ -97,8 +97,7 @@ impl Runtime {
         ControllerBuilder {
             name: name.to_owned(),
             runtime: self.clone(),
-            controller: Controller::for_stream(stream, store)
-                .trigger_backoff(NoTriggerBackoff),
+            controller: Controller::for_stream(stream, store).trigger_backoff(NoTriggerBackoff),
             queue,
             metrics,
             backoffs: Arc::new(Backoffs::new(BackoffPolicy::default())),
@@ -282,6 +281,13 @@ where
     async move {
         let key = ObjectRef::from_obj(obj.as_ref());
         inner.queue.started(&key);
+        // A shutdown before the caches synced stops feeding them: a reconcile waiting for them
+        // would then hold the graceful shutdown forever.
+        let mut synced = inner.synced.clone();
+        tokio::select! {
+            _ = synced.wait_for(|s| *s) => {}
+            () = inner.runtime.shutdown() => return Ok(Action::await_change()),
+        }
         let guard = Guard {
             metrics: &inner.metrics,
             leadership: &inner.leadership,

@@ -71,7 +71,12 @@ impl EventRecorder {
     }
 
     /// Records every note, in order, about `regarding` (best effort).
-    pub async fn publish_all(&self, regarding: &ObjectReference, notes: &[EventNote], action: &str) {
+    pub async fn publish_all(
+        &self,
+        regarding: &ObjectReference,
+        notes: &[EventNote],
+        action: &str,
+    ) {
         for note in notes {
             self.publish(regarding, note, action).await;
         }

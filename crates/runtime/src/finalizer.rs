@@ -28,11 +28,7 @@ pub async fn finalized<K, E, Apply, Cleanup>(
     cleanup: impl FnOnce(Arc<K>) -> Cleanup,
 ) -> Result<Action, Error<E>>
 where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + serde::Serialize
-        + std::fmt::Debug,
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
     E: std::error::Error + 'static,
     Apply: Future<Output = Result<Action, E>>,
     Cleanup: Future<Output = Result<Action, E>>,

@@ -102,8 +102,8 @@ mod tests {
         assert!(!is_unanswered(&Error::InitialListFailed(kube::Error::Api(
             Box::new(status)
         ))));
-        assert!(is_unanswered(&Error::WatchStartFailed(kube::Error::Service(
-            "connection refused".into()
-        ))));
+        assert!(is_unanswered(&Error::WatchStartFailed(
+            kube::Error::Service("connection refused".into())
+        )));
     }
 }

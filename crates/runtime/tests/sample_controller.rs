@@ -69,11 +69,18 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
 
     // The Deployment, owned by the Foo, with its replicas; then its availability mirrored.
     let deployment = wait_for("the Foo's Deployment", SETTLE, || async {
-        Ok(deployments.get_opt(&deployment_name).await.map_err(|e| e.to_string())?)
+        Ok(deployments
+            .get_opt(&deployment_name)
+            .await
+            .map_err(|e| e.to_string())?)
     })
     .await
     .expect("Deployment created");
-    let owner = deployment.owner_references().first().cloned().expect("an owner");
+    let owner = deployment
+        .owner_references()
+        .first()
+        .cloned()
+        .expect("an owner");
     assert_eq!((owner.kind.as_str(), owner.controller), ("Foo", Some(true)));
     assert_eq!(Some(owner.uid), foo.uid());
     assert_eq!(deployment.spec.and_then(|s| s.replicas), Some(1));
@@ -104,9 +111,13 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
 
     // Scaling the Foo scales its Deployment.
     let patch = serde_json::json!({"spec": {"replicas": 2}});
-    foos.patch("example-foo", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("Foo scaled");
+    foos.patch(
+        "example-foo",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .expect("Foo scaled");
     wait_for("availableReplicas 2 on the Foo", SETTLE, || async {
         Ok((foo_status(&foos, "example-foo").await? == Some(2)).then_some(()))
     })
@@ -115,8 +126,14 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
 
     // Every request the controller made is in client-go's metrics.
     let text = metrics.encode();
-    assert!(text.contains("rest_client_requests_total{code=\"201\",method=\"POST\""), "{text}");
-    assert!(text.contains("vigil_rest_client_watches_total{resource=\"deployments.apps\"}"), "{text}");
+    assert!(
+        text.contains("rest_client_requests_total{code=\"201\",method=\"POST\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("vigil_rest_client_watches_total{resource=\"deployments.apps\"}"),
+        "{text}"
+    );
 
     // Deleting the Foo takes its Deployment along (garbage collection).
     foos.delete("example-foo", &DeleteParams::background())

@@ -1088,7 +1088,8 @@ impl Reconciles {
 
     /// "N (GET a, POST b, …)": the requests Vigil's client made since `before`.
     fn requests_since(&self, before: &Self) -> String {
-        let total: f64 = self.requests.values().sum::<f64>() - before.requests.values().sum::<f64>();
+        let total: f64 =
+            self.requests.values().sum::<f64>() - before.requests.values().sum::<f64>();
         let parts: Vec<String> = self
             .requests
             .iter()

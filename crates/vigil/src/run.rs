@@ -289,7 +289,10 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         });
     }
     tracing::info!(controllers = ?args.controllers, "vigil running");
-    manager.run().await.context("waiting for SIGTERM or SIGINT")?;
+    manager
+        .run()
+        .await
+        .context("waiting for SIGTERM or SIGINT")?;
     Ok(())
 }
 

@@ -31,9 +31,8 @@ use vigil_runtime::{finalizer, status};
 use super::cache;
 use super::decide::{self, AfterWrites, WriteOutcome, decide};
 use super::model::{
-    CONTENT_HASH_ANNOTATION, COPY_LABEL, CopyRef, CopyWrite, FINALIZER, Inputs,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings,
-    SyncView, WriteKind,
+    CONTENT_HASH_ANNOTATION, COPY_LABEL, CopyRef, CopyWrite, FINALIZER, Inputs, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings, SyncView, WriteKind,
 };
 
 /// Name of the controller in metrics, logs and Events.
@@ -592,7 +591,8 @@ async fn write_all<K: Copied>(
     ctx: &Context,
     writes: &[CopyWrite],
 ) -> Result<Option<BTreeMap<String, WriteOutcome>>, kube::Error> {
-    let sources: Api<K> = Api::namespaced(ctx.runtime.client().clone(), &sync.spec.source_namespace);
+    let sources: Api<K> =
+        Api::namespaced(ctx.runtime.client().clone(), &sync.spec.source_namespace);
     let Some(source) = sources.get_opt(&sync.spec.config_map_name).await? else {
         return Ok(None);
     };

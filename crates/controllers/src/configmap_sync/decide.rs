@@ -135,7 +135,9 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
     deletes.extend(unwanted_copies(inputs, &wanted));
 
     let problems = problems(inputs, &source, &found);
-    let status = status(inputs, &previous, &source, entries, &writes, &problems, &now);
+    let status = status(
+        inputs, &previous, &source, entries, &writes, &problems, &now,
+    );
     let events = events(inputs, &previous, &problems, &writes, &deletes);
     Plan {
         status,
@@ -372,10 +374,7 @@ fn foreign_copy(inputs: &Inputs<'_>, ns: &str, cm: &ConfigMapView) -> Option<Des
 
 /// Overwrites an existing ConfigMap with the source's content: an update, or (immutable) a
 /// delete and create; not while it is being deleted.
-fn replace_copy(
-    cm: &ConfigMapView,
-    write: impl Fn(WriteKind) -> CopyWrite,
-) -> DestinationOutcome {
+fn replace_copy(cm: &ConfigMapView, write: impl Fn(WriteKind) -> CopyWrite) -> DestinationOutcome {
     if cm.terminating {
         return DestinationOutcome::failing(
             DestinationState::Failed,
@@ -399,7 +398,11 @@ fn replace_copy(
 }
 
 /// The source is gone: the copy goes too under `sourceDeletedPolicy: Delete`, else it stays.
-fn source_gone(inputs: &Inputs<'_>, ns: &str, existing: Option<&ConfigMapView>) -> DestinationOutcome {
+fn source_gone(
+    inputs: &Inputs<'_>,
+    ns: &str,
+    existing: Option<&ConfigMapView>,
+) -> DestinationOutcome {
     let owned = existing.is_some_and(|c| owned_by_me(inputs, c));
     if owned && inputs.sync.spec.source_deleted_policy() == SourceDeletedPolicy::Delete {
         return DestinationOutcome {
@@ -590,7 +593,11 @@ fn status(
                 NewCondition {
                     type_: READY,
                     status: if all { Status::True } else { Status::False },
-                    reason: if all { REASON_ALL_SYNCED } else { REASON_SYNC_FAILED },
+                    reason: if all {
+                        REASON_ALL_SYNCED
+                    } else {
+                        REASON_SYNC_FAILED
+                    },
                     message: if all {
                         "every destination holds an up-to-date copy"
                     } else {
@@ -1191,16 +1198,25 @@ mod tests {
             AfterWrites::Wait,
             "every write raced: no status, no Events"
         );
-        let AfterWrites::Report { status, events, error } =
-            after_writes(&plan, &outcomes(WriteOutcome::Done), Some(1), now)
+        let AfterWrites::Report {
+            status,
+            events,
+            error,
+        } = after_writes(&plan, &outcomes(WriteOutcome::Done), Some(1), now)
         else {
             panic!("a done write is reported");
         };
-        assert_eq!((status, events, error), (plan.status.clone(), plan.events.clone(), None));
+        assert_eq!(
+            (status, events, error),
+            (plan.status.clone(), plan.events.clone(), None)
+        );
 
         let failed = outcomes(WriteOutcome::Failed("boom".into()));
-        let AfterWrites::Report { status, events, error } =
-            after_writes(&plan, &failed, Some(1), now)
+        let AfterWrites::Report {
+            status,
+            events,
+            error,
+        } = after_writes(&plan, &failed, Some(1), now)
         else {
             panic!("a failed write is reported");
         };
@@ -1208,7 +1224,10 @@ mod tests {
         assert_eq!(status.destinations[0].error.as_deref(), Some("boom"));
         assert_eq!(status.synced, 0);
         let ready = conditions::find(&status.conditions, READY).expect("Ready");
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("False", REASON_SYNC_FAILED));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", REASON_SYNC_FAILED)
+        );
         assert!(events.iter().all(|e| e.reason != REASON_COPIES_WRITTEN));
         assert_eq!(error.as_deref(), Some("writing copies failed: dst: boom"));
     }

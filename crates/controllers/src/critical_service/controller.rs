@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
+use vigil_runtime::Runtime;
 use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
 use vigil_runtime::events;
@@ -23,7 +24,6 @@ use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
-use vigil_runtime::Runtime;
 
 use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
 use super::decide::{covers, decide};
@@ -227,13 +227,11 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     let for_pod = move |pod: CachedPod| crs_for_pod(&pod_caches, &pod_settings, &pod);
     let slice_caches = caches.clone();
     let slice_settings = ctx.settings.clone();
-    let for_slice =
-        move |slice: CachedSlice| crs_for_slice(&slice_caches, &slice_settings, &slice);
+    let for_slice = move |slice: CachedSlice| crs_for_slice(&slice_caches, &slice_settings, &slice);
     let template_caches = caches.clone();
     let template_settings = ctx.settings.clone();
-    let for_template = move |t: PodTemplate| {
-        crs_using_template(&template_caches.crs, &template_settings, &t)
-    };
+    let for_template =
+        move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
 
     runtime
         .controller(NAME, crs, cr_stream)
@@ -693,7 +691,10 @@ where
 }
 
 async fn create_fallback(ctx: &Context, pod: &Pod) -> Result<(), Error> {
-    let pods: Api<Pod> = Api::namespaced(ctx.runtime.client().clone(), &pod.namespace().unwrap_or_default());
+    let pods: Api<Pod> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &pod.namespace().unwrap_or_default(),
+    );
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
