@@ -1,17 +1,9 @@
-//! Kubernetes' sample-controller (k8s.io/sample-controller) on Vigil's runtime: each `Foo`
-//! (`samplecontroller.k8s.io/v1alpha1`, CRD in `foo-crd.yaml`) gets a Deployment it owns, named
-//! `spec.deploymentName`, with `spec.replicas`; the Deployment's available replicas are mirrored
-//! to the Foo's `status.availableReplicas`; each successful sync records an Event `Synced`.
-//! Deleting a Foo deletes its Deployment (garbage collection, through the owner reference).
-//!
+//! Kubernetes' sample-controller on Vigil's runtime (CRD: `foo-crd.yaml`; see docs/runtime.md).
 //! `cargo run -p vigil-runtime --example sample_controller -- --kubeconfig FILE`
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -81,11 +73,7 @@ pub async fn run(runtime: Runtime) {
         deployment_writer,
         Index::new(|_| Vec::new()),
         watch_all::<Deployment>(runtime.watches()),
-        |d: &mut Deployment| {
-            d.spec
-                .as_mut()
-                .map_or((), |s| s.template = Default::default())
-        },
+        |_| {},
     );
     let context = Arc::new(Context {
         runtime: runtime.clone(),
@@ -104,13 +92,11 @@ pub fn decide(foo: &Foo, deployment: Option<&Deployment>) -> Step {
     let Some(deployment) = deployment else {
         return Step::Create(Box::new(new_deployment(foo)));
     };
-    let ours = foo.uid().is_some_and(|uid| {
-        let owner = deployment
-            .owner_references()
-            .iter()
-            .find(|o| o.controller == Some(true));
-        owner.is_some_and(|o| o.uid == uid)
-    });
+    let owner = deployment
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true));
+    let ours = owner.is_some_and(|o| foo.uid().as_ref() == Some(&o.uid));
     let current = deployment.spec.as_ref().and_then(|s| s.replicas);
     match foo.spec.replicas {
         _ if !ours => Step::NotOurs,
@@ -121,41 +107,21 @@ pub fn decide(foo: &Foo, deployment: Option<&Deployment>) -> Step {
 
 /// The Deployment a Foo owns: `nginx:latest`, labels `app=nginx` and `controller=<foo>`.
 pub fn new_deployment(foo: &Foo) -> Deployment {
-    let labels = BTreeMap::from([
-        ("app".to_owned(), "nginx".to_owned()),
-        ("controller".to_owned(), foo.name_any()),
-    ]);
-    Deployment {
-        metadata: ObjectMeta {
-            name: Some(foo.spec.deployment_name.clone()),
-            namespace: foo.namespace(),
-            owner_references: foo.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
+    let labels = serde_json::json!({"app": "nginx", "controller": foo.name_any()});
+    let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": foo.spec.deployment_name, "namespace": foo.namespace()},
+        "spec": {
+            "replicas": foo.spec.replicas,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
+            },
         },
-        spec: Some(DeploymentSpec {
-            replicas: foo.spec.replicas,
-            selector: LabelSelector {
-                match_labels: Some(labels.clone()),
-                ..LabelSelector::default()
-            },
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "nginx".into(),
-                        image: Some("nginx:latest".into()),
-                        ..Container::default()
-                    }],
-                    ..PodSpec::default()
-                }),
-            },
-            ..DeploymentSpec::default()
-        }),
-        ..Deployment::default()
-    }
+    }))
+    .unwrap_or_default(); // a fixed shape: it always deserializes
+    deployment.metadata.owner_references = foo.controller_owner_ref(&()).map(|o| vec![o]);
+    deployment
 }
 
 async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -192,15 +158,8 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
     let desired = FooStatus {
         available_replicas: available.unwrap_or(0),
     };
-    status::write(
-        runtime.client(),
-        foo.as_ref(),
-        foo.status.as_ref(),
-        &desired,
-        &[],
-        NAME,
-    )
-    .await?;
+    let current = foo.status.as_ref();
+    status::write(runtime.client(), foo.as_ref(), current, &desired, &[], NAME).await?;
     let synced = EventNote::normal("Synced", "Foo synced successfully");
     runtime
         .recorder()
@@ -211,11 +170,9 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
 
 #[derive(clap::Parser)]
 struct Args {
-    /// Kubeconfig of the cluster; default: `KUBECONFIG`, `~/.kube/config`, in-cluster.
-    #[arg(long)]
+    #[arg(long)] // default: KUBECONFIG, ~/.kube/config, in-cluster
     kubeconfig: Option<std::path::PathBuf>,
-    /// Where to serve /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "127.0.0.1:8080")]
+    #[arg(long, default_value = "127.0.0.1:8080")] // /metrics, /healthz, /readyz
     metrics_addr: std::net::SocketAddr,
 }
 
