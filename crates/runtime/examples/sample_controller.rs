@@ -1,5 +1,6 @@
 //! Kubernetes' sample-controller on Vigil's runtime (CRD: `foo-crd.yaml`; see docs/runtime.md).
 //! `cargo run -p vigil-runtime --example sample_controller -- --kubeconfig FILE`
+#![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
 
 use std::sync::Arc;
 

@@ -267,6 +267,8 @@ struct Inner<K: Resource, C, F> {
     runtime: Runtime,
 }
 
+// Not an `async fn`: the explicit `Send + 'static` is what kube-runtime requires of it.
+#[allow(clippy::manual_async_fn)]
 fn guarded_reconcile<K, C, E, F, Fut>(
     obj: Arc<K>,
     inner: Arc<Inner<K, C, F>>,

@@ -39,6 +39,9 @@ use crate::shared::SharedWatches;
 /// Reporting controller of Events unless the builder names another.
 pub const DEFAULT_REPORTER: &str = "vigil";
 
+/// Where controllers report their readiness: `/readyz`, or a caller's closure.
+type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
+
 /// What a controller gets from the Manager. Cheap to clone.
 #[derive(Clone)]
 pub struct Runtime {
@@ -47,7 +50,7 @@ pub struct Runtime {
     metrics: Arc<Metrics>,
     leadership: watch::Receiver<Leadership>,
     recorder: EventRecorder,
-    ready: Arc<dyn Fn(&str, bool) + Send + Sync>,
+    ready: ReadySink,
     stopped: watch::Receiver<bool>,
     /// Keeps an always-leading channel open while any handle lives (no election).
     _leading: Option<Arc<watch::Sender<Leadership>>>,

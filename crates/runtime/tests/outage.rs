@@ -2,6 +2,8 @@
 //! Manager watches and acts again at once — not after its watches' back-off (0.8 s doubling,
 //! about 10 s after an 8 s outage) — and `/healthz` answers throughout.
 
+#![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
+
 #[path = "../examples/sample_controller.rs"]
 #[allow(dead_code)] // the example's `main` and `Args`
 mod sample_controller;
@@ -55,7 +57,7 @@ async fn create_foo(foos: &Api<Foo>, name: &str) {
 
 async fn deployment_appears(deployments: &Api<Deployment>, name: &str, within: Duration) {
     wait_for(&format!("Deployment {name}"), within, || async {
-        Ok(deployments.get_opt(name).await.map_err(|e| e.to_string())?)
+        deployments.get_opt(name).await.map_err(|e| e.to_string())
     })
     .await
     .expect("the controller acted");

@@ -3,6 +3,8 @@
 //! `VIGIL_TEST_KUBECONFIG` (kube-controller-manager, the same simulated kubelet). Black-box: the
 //! test only creates, scales and deletes a Foo and looks at what the API shows.
 
+#![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
+
 #[path = "../examples/sample_controller.rs"]
 #[allow(dead_code)] // the example's `main` and `Args`
 mod sample_controller;
@@ -69,10 +71,10 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
 
     // The Deployment, owned by the Foo, with its replicas; then its availability mirrored.
     let deployment = wait_for("the Foo's Deployment", SETTLE, || async {
-        Ok(deployments
+        deployments
             .get_opt(&deployment_name)
             .await
-            .map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())
     })
     .await
     .expect("Deployment created");
