@@ -313,7 +313,8 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         burst.writes.status
     );
     say!(
-        "    API requests:       not measured: Vigil exposes no client request metrics and the sandbox counts none; reconcile counts and the writes the bench's watches see stand in"
+        "    API requests:       {} (vigil's rest_client_requests_total before and after, by method; watches count when they start)",
+        burst.after.requests_since(&burst.before)
     );
     match &status {
         Some(s) => say!(

@@ -126,6 +126,11 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
             .count()
     }
 
+    /// Every key with failures now (to retry them at once when the API server is back).
+    pub fn failing(&self) -> Vec<K> {
+        self.counts().keys().cloned().collect()
+    }
+
     /// Drops a key that no longer exists.
     pub fn forget(&self, key: &K) {
         self.counts().remove(key);

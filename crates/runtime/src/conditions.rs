@@ -4,6 +4,11 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+/// The condition every Vigil resource reports: the object is as its spec asks.
+pub const READY: &str = "Ready";
+/// The condition of an object that cannot be brought to its spec (or is quarantined).
+pub const DEGRADED: &str = "Degraded";
+
 /// Condition status values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -76,7 +81,7 @@ pub fn set_reconcile_failing(
     observed_generation: Option<i64>,
 ) -> bool {
     let degraded = NewCondition {
-        type_: "Degraded",
+        type_: DEGRADED,
         status: Status::True,
         reason: REASON_RECONCILE_FAILING,
         message,

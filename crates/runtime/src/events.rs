@@ -3,7 +3,85 @@
 //! it reports on.
 
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+/// An Event a pure decision asks for: its type, reason (CamelCase) and note. The apply step
+/// records it about the object it decided for (see [`EventRecorder::publish`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventNote {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+impl EventNote {
+    pub fn normal(reason: &str, note: impl Into<String>) -> Self {
+        Self {
+            warning: false,
+            reason: reason.to_owned(),
+            note: note.into(),
+        }
+    }
+
+    pub fn warning(reason: &str, note: impl Into<String>) -> Self {
+        Self {
+            warning: true,
+            reason: reason.to_owned(),
+            note: note.into(),
+        }
+    }
+}
+
+/// The Event recorder every controller of a process shares: reporting controller `vigil` (or
+/// the name given), instance `POD_NAME`. Cheap to clone.
+#[derive(Clone)]
+pub struct EventRecorder {
+    recorder: Recorder,
+}
+
+impl std::fmt::Debug for EventRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventRecorder").finish_non_exhaustive()
+    }
+}
+
+impl EventRecorder {
+    /// A recorder writing as `controller` (the Events' `reportingController`).
+    pub fn new(client: kube::Client, controller: &str) -> Self {
+        Self {
+            recorder: Recorder::new(
+                client,
+                Reporter {
+                    controller: controller.to_owned(),
+                    instance: std::env::var("POD_NAME").ok(),
+                },
+            ),
+        }
+    }
+
+    /// kube-runtime's recorder, for an Event this module has no shortcut for.
+    pub fn inner(&self) -> &Recorder {
+        &self.recorder
+    }
+
+    /// Records `note` about `regarding`, as done while `action` (best effort).
+    pub async fn publish(&self, regarding: &ObjectReference, note: &EventNote, action: &str) {
+        let event = event(note.warning, &note.reason, &note.note, action);
+        record(&self.recorder, &event, regarding).await;
+    }
+
+    /// Records every note, in order, about `regarding` (best effort).
+    pub async fn publish_all(
+        &self,
+        regarding: &ObjectReference,
+        notes: &[EventNote],
+        action: &str,
+    ) {
+        for note in notes {
+            self.publish(regarding, note, action).await;
+        }
+    }
+}
 
 /// An Event with this type, reason (CamelCase) and note, for `action` (what the controller was
 /// doing: `Reconcile`, `Sync`…). Set `secondary` for a related object.

@@ -1,8 +1,17 @@
 //! Controller plumbing shared by every Vigil controller, on top of kube-runtime: what kube-rs
 //! lacks for a production operator. It knows no controller.
 //!
+//! Start at [`manager`] (the Manager: client, watches, metrics, probes, election, shutdown) and
+//! [`controller`] (the controller builder); `docs/runtime.md` walks through a whole controller.
+//!
 //! | module | job |
 //! |---|---|
+//! | [`manager`] | the Manager, and the [`manager::Runtime`] handle every controller gets |
+//! | [`controller`] | the controller builder: triggers, queue metrics, guarded reconcile, error policy, quarantine |
+//! | [`finalizer`] | cleanup before deletion, through kube-runtime's finalizer helper |
+//! | [`status`] | status writes: only what differs, clearing what the new status leaves out |
+//! | [`client`] | the API client with client-go's request metrics |
+//! | [`reachability`] | knowing at once when the API server answers again after an outage |
 //! | [`cache`] | lean caches: slimmed watch streams for reflectors, kept in step with an index |
 //! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
 //! | [`conditions`] | status conditions by the API conventions |
@@ -19,14 +28,23 @@
 
 pub mod backoff;
 pub mod cache;
+pub mod client;
 pub mod compact;
 pub mod conditions;
+pub mod controller;
 pub mod events;
+pub mod finalizer;
 pub mod health;
 pub mod index;
 pub mod leader;
+pub mod manager;
 pub mod metrics;
 pub mod namespaces;
 pub mod queue;
+pub mod reachability;
 pub mod reconcile;
 pub mod shared;
+pub mod status;
+
+pub use controller::ControllerBuilder;
+pub use manager::{Manager, Runtime};

@@ -15,6 +15,9 @@
 //! | `workqueue_queue_duration_seconds` | histogram | `name` |
 //! | `workqueue_work_duration_seconds` | histogram | `name` |
 //! | `leader_election_master_status` | gauge | `name` |
+//! | `vigil_quarantined_objects` | gauge | `controller` |
+//!
+//! The client's request metrics (`rest_client_*`, client-go's names) are in [`crate::client`].
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -134,6 +137,7 @@ struct Families {
     queue_duration: HistogramFamily<NameLabel>,
     work_duration: HistogramFamily<NameLabel>,
     leader: Family<NameLabel, Gauge>,
+    quarantined: Family<ControllerLabel, Gauge>,
 }
 
 impl Families {
@@ -148,6 +152,7 @@ impl Families {
             queue_duration: Family::new_with_constructor(workqueue_histogram),
             work_duration: Family::new_with_constructor(workqueue_histogram),
             leader: Family::default(),
+            quarantined: Family::default(),
         }
     }
 
@@ -197,6 +202,11 @@ impl Families {
              0 indicates backup, 1 indicates master",
             f.leader,
         );
+        registry.register(
+            "vigil_quarantined_objects",
+            "Objects whose reconciles keep failing, now retried slowly (quarantined), per controller",
+            f.quarantined,
+        );
     }
 }
 
@@ -206,6 +216,7 @@ pub struct Metrics {
     // A Mutex because registering needs `&mut Registry` while `Metrics` is shared behind an Arc.
     registry: Mutex<Registry>,
     families: Families,
+    client: crate::client::ClientMetrics,
 }
 
 impl Metrics {
@@ -215,9 +226,12 @@ impl Metrics {
         let families = Families::new();
         let mut registry = Registry::default();
         families.register_all(&mut registry);
+        let client = crate::client::ClientMetrics::new();
+        client.register(&mut registry);
         let metrics = Self {
             registry: Mutex::new(registry),
             families,
+            client,
         };
         metrics.set_leader(false);
         Arc::new(metrics)
@@ -230,6 +244,11 @@ impl Metrics {
         ControllerMetrics {
             inner: Arc::new(ControllerSeries::new(&self.families, name)),
         }
+    }
+
+    /// The API client's request series (see [`crate::client`]).
+    pub fn client_metrics(&self) -> &crate::client::ClientMetrics {
+        &self.client
     }
 
     /// Text exposition (OpenMetrics text as prometheus_client encodes it, ending in `# EOF`).
@@ -277,6 +296,7 @@ struct ControllerSeries {
     retries: Counter,
     queue_duration: Histogram,
     work_duration: Histogram,
+    quarantined: Gauge,
 }
 
 impl ControllerSeries {
@@ -299,6 +319,7 @@ impl ControllerSeries {
             retries: families.retries.get_or_create_owned(&queue),
             queue_duration: families.queue_duration.get_or_create_owned(&queue),
             work_duration: families.work_duration.get_or_create_owned(&queue),
+            quarantined: families.quarantined.get_or_create_owned(&controller),
         }
     }
 
@@ -336,6 +357,13 @@ impl ControllerMetrics {
     /// An item was requeued with backoff (`workqueue_retries_total`).
     pub fn retry(&self) {
         self.inner.retries.inc();
+    }
+
+    /// `count` objects are quarantined now (`vigil_quarantined_objects`).
+    pub fn set_quarantined(&self, count: usize) {
+        self.inner
+            .quarantined
+            .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
     /// An item waited `wait` in the queue before a worker took it

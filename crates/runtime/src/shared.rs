@@ -17,7 +17,8 @@
 //!   has not answered yet (then it just joins, with an `Init` of its own), the watch relists,
 //!   and the subscribers already there see an ordinary relist (their caches are level-based);
 //! - the watch backs off on errors itself (kube-runtime's default backoff) and forwards each
-//!   error, so subscribers log it but need no backoff of their own;
+//!   error, so subscribers log it but need no backoff of their own; when the server gave no
+//!   answer, the back-off ends the moment it answers again (see [`crate::reachability`]);
 //! - delivery is lossless: a subscriber's queue is bounded, and a full one makes the watch wait
 //!   (as kube-runtime's shared streams do), so a subscriber must keep polling its stream;
 //! - the watch stops when its last subscriber drops its stream.
@@ -31,7 +32,8 @@ use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource};
 use kube::core::DynamicResourceScope;
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::utils::Backoff as _;
+use kube::runtime::watcher;
 use kube::{Client, Resource};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -43,6 +45,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
+use crate::reachability::{Reachability, is_unanswered};
 
 /// Events a subscriber's queue holds before the shared watch waits for it.
 const SUBSCRIBER_QUEUE: usize = 1024;
@@ -197,6 +200,7 @@ pub struct SharedWatches {
     client: Client,
     registry: Arc<Mutex<Registry>>,
     metrics: WatchMetrics,
+    reachability: Reachability,
 }
 
 impl std::fmt::Debug for SharedWatches {
@@ -209,10 +213,16 @@ impl SharedWatches {
     /// Watches made with `client`.
     pub fn new(client: Client) -> Self {
         Self {
+            reachability: Reachability::new(client.clone()),
             client,
             registry: Arc::default(),
             metrics: WatchMetrics::default(),
         }
+    }
+
+    /// The probe that tells when the API server answers again after an outage.
+    pub fn reachability(&self) -> &Reachability {
+        &self.reachability
     }
 
     /// Exposes `vigil_shared_watch_subscribers` and `vigil_shared_watch_starts_total`.
@@ -314,6 +324,7 @@ impl SharedWatches {
             inbox,
             Arc::downgrade(&self.registry),
             self.metrics.clone(),
+            self.reachability.clone(),
         ));
         LeaveGuard { id, control }
     }
@@ -388,6 +399,11 @@ enum Delivered {
 }
 
 /// One shared watch: runs kube-runtime's watcher for its subscribers until the last leaves.
+///
+/// The watcher is polled without kube-runtime's `StreamBackoff`: this loop backs off itself
+/// (with the same default back-off), so that the wait can end early when the server answers
+/// again after an outage (see [`crate::reachability`]).
+#[allow(clippy::too_many_arguments)] // one task's whole state, passed once
 async fn run_watch(
     client: Client,
     ar: ApiResource,
@@ -396,6 +412,7 @@ async fn run_watch(
     mut inbox: mpsc::UnboundedReceiver<Control>,
     registry: Weak<Mutex<Registry>>,
     metrics: WatchMetrics,
+    reachability: Reachability,
 ) {
     let api: Api<RawObject> = match &key.namespace {
         Some(ns) => Api::namespaced_with(client, ns, &ar),
@@ -405,13 +422,15 @@ async fn run_watch(
     let subscriber_gauge = metrics.subscribers.get_or_create(&labels).clone();
     let start = || -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
         metrics.starts.get_or_create(&labels).inc();
-        watcher(api.clone(), config.clone())
-            .default_backoff()
-            .boxed()
+        watcher(api.clone(), config.clone()).boxed()
     };
     let mut subscribers: Vec<(u64, mpsc::Sender<RawEvent>)> = Vec::new();
     let mut stream = start();
     let mut delivered = Delivered::Nothing;
+    let mut backoff = watcher::DefaultBackoff::default();
+    let mut recovered = reachability.subscribe();
+    // Set while backing off after an error: the watcher is not polled until it fires.
+    let mut waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     loop {
         tokio::select! {
             // Joins and leaves first, so a newcomer is in place before the next event.
@@ -436,7 +455,15 @@ async fn run_watch(
                 Some(Control::Leave(id)) => subscribers.retain(|(i, _)| *i != id),
                 None => break,
             },
-            event = stream.next() => {
+            // The server answers again: stop waiting, and start the back-off afresh.
+            Ok(()) = recovered.changed(), if waiting.is_some() => {
+                waiting = None;
+                backoff.reset();
+            }
+            () = async { if let Some(sleep) = waiting.as_mut() { sleep.await } }, if waiting.is_some() => {
+                waiting = None;
+            }
+            event = stream.next(), if waiting.is_none() => {
                 let Some(event) = event else {
                     // kube's watcher never ends; if it did, start over.
                     stream = start();
@@ -447,7 +474,20 @@ async fn run_watch(
                     Ok(watcher::Event::Init) => delivered = Delivered::InitOnly,
                     Ok(_) => delivered = Delivered::Objects,
                     // An error changes nothing delivered (a failed list starts again with Init).
-                    Err(error) => tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off"),
+                    Err(error) => {
+                        tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off");
+                        if is_unanswered(error) {
+                            // Seen before the probe could answer: only a later answer counts.
+                            recovered.borrow_and_update();
+                            reachability.unreachable();
+                        }
+                        if let Some(delay) = backoff.next() {
+                            waiting = Some(Box::pin(tokio::time::sleep(delay)));
+                        }
+                    }
+                }
+                if event.is_ok() {
+                    backoff.reset();
                 }
                 let event: RawEvent = event.map(shareable).map_err(Arc::new);
                 for (_, tx) in &subscribers {

@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::sync::watch;
 use vigil_controllers::configmap_sync::{
     controller as configmap_sync, model::Settings as ConfigMapSyncSettings,
 };
@@ -24,10 +23,8 @@ use vigil_controllers::kubernetes_cluster::{
     self as kubernetes_cluster, model::Settings as KubernetesClusterSettings,
 };
 use vigil_controllers::status_vault::{self, model::Settings as StatusVaultSettings};
-use vigil_runtime::health::{self, Health};
-use vigil_runtime::leader::{LeaderElectionConfig, LeaderElector, Leadership, unique_identity};
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::Manager;
+use vigil_runtime::leader::{LeaderElectionConfig, unique_identity};
 
 /// Controllers `vigil run` can host.
 const CONTROLLERS: &[&str] = &[
@@ -145,8 +142,14 @@ fn in_cluster() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
 }
 
+/// A client (without request metrics) for the CLI's one-off commands.
 pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Client> {
-    let config = match kubeconfig {
+    Ok(kube::Client::try_from(config(kubeconfig).await?)?)
+}
+
+/// The client configuration: the kubeconfig given, else the inferred one.
+pub(crate) async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let file = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading {}", path.display()))?;
@@ -155,8 +158,7 @@ pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
         None => kube::Config::infer()
             .await
             .context("no kubeconfig and not running in a cluster")?,
-    };
-    Ok(kube::Client::try_from(config)?)
+    })
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -167,7 +169,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             CONTROLLERS.join(", ")
         );
     }
-    let client = client(args.kubeconfig.as_ref()).await?;
     let own_ns = own_namespace();
     let watched: BTreeSet<String> = args
         .namespaces
@@ -187,32 +188,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         watched_namespaces: (!watched.is_empty()).then_some(watched),
     };
 
-    let (stop, stopped) = watch::channel(false);
-    let shutdown = move || {
-        let mut stopped = stopped.clone();
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        }
-    };
-
-    let metrics = Metrics::new();
-    // One API watch per resource, however many controllers cache it.
-    let watches = SharedWatches::new(client.clone());
-    watches.register_metrics(&metrics);
-    let health = Health::new();
-    let (addr, server) = health::serve(
-        args.metrics_addr,
-        metrics.clone(),
-        health.clone(),
-        shutdown(),
-    )
-    .await
-    .context("serving metrics")?;
-    tracing::info!(%addr, "metrics and probes serving");
-
-    // Held for the process's lifetime when election is off, so the channel never closes.
-    let mut _always_leading = None;
-    let (elector, leadership) = if args.leader_elect.unwrap_or_else(in_cluster) {
+    let election = args.leader_elect.unwrap_or_else(in_cluster).then(|| {
         let mut config = LeaderElectionConfig::new(
             args.lease_namespace
                 .clone()
@@ -223,60 +199,51 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.lease_duration = args.lease_duration;
         config.renew_deadline = args.renew_deadline;
         config.retry_period = args.retry_period;
-        let (elector, rx) = LeaderElector::spawn(client.clone(), config);
-        (Some(elector), rx)
-    } else {
-        // Without election this replica always leads (a single replica, or the sandbox).
-        let (tx, rx) = watch::channel(Leadership::Leading);
-        _always_leading = Some(tx);
-        (None, rx)
-    };
-    report_leadership(leadership.clone(), metrics.clone(), health.clone());
+        config
+    });
+    let mut manager = Manager::builder(config(args.kubeconfig.as_ref()).await?)
+        .metrics_addr(args.metrics_addr)
+        .leader_election(election)
+        .shutdown_timeout(args.shutdown_timeout)
+        .build()
+        .await
+        .context("starting the manager")?;
+    if let Some(addr) = manager.metrics_addr() {
+        tracing::info!(%addr, "metrics and probes serving");
+    }
+    let enabled = |name: &str| args.controllers.iter().any(|c| c == name);
 
-    let mut controllers = Vec::new();
     let mut restorer = None;
-    if args.controllers.iter().any(|c| c == status_vault::NAME) {
-        health.register(status_vault::NAME);
-        let ready_health = health.clone();
+    if enabled(status_vault::NAME) {
+        let rt = manager.runtime().clone();
         let vault = status_vault::StatusVault::new(
-            client.clone(),
-            watches.clone(),
+            rt.client().clone(),
+            rt.watches().clone(),
             StatusVaultSettings {
                 default_location: args.status_vault_location.clone(),
                 default_key_file: args.status_vault_key_file.clone(),
             },
-            leadership.clone(),
+            rt.leadership(),
         );
         restorer = Some(vault.restorer());
-        controllers.push(tokio::spawn(vault.run(
-            metrics.clone(),
-            move |ok| ready_health.set_ready(status_vault::NAME, ok),
-            shutdown(),
-        )));
+        manager.add(status_vault::NAME, move |rt| {
+            vault.run(
+                rt.metrics().clone(),
+                rt.ready_fn(status_vault::NAME),
+                rt.shutdown(),
+            )
+        });
     }
-    if args.controllers.iter().any(|c| c == configmap_sync::NAME) {
-        health.register(configmap_sync::NAME);
-        let ready_health = health.clone();
-        controllers.push(tokio::spawn(configmap_sync::run(
-            client.clone(),
-            watches.clone(),
-            ConfigMapSyncSettings {
-                trust_all: args.configmapsync_trust_all,
-                secrets: args.configmapsync_secrets,
-            },
-            leadership.clone(),
-            metrics.clone(),
-            move |ok| ready_health.set_ready(configmap_sync::NAME, ok),
-            shutdown(),
-        )));
+    if enabled(configmap_sync::NAME) {
+        let settings = ConfigMapSyncSettings {
+            trust_all: args.configmapsync_trust_all,
+            secrets: args.configmapsync_secrets,
+        };
+        manager.add(configmap_sync::NAME, move |rt| {
+            configmap_sync::run_on(rt, settings)
+        });
     }
-    if args
-        .controllers
-        .iter()
-        .any(|c| c == kubernetes_cluster::NAME)
-    {
-        health.register(kubernetes_cluster::NAME);
-        let ready_health = health.clone();
+    if enabled(kubernetes_cluster::NAME) {
         let config = kubernetes_cluster::controller::Config {
             settings: KubernetesClusterSettings {
                 poll_interval: args.kubernetescluster_poll_interval,
@@ -285,91 +252,47 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             providers: crate::cluster_providers::providers(&args.providers)?,
             restorer,
         };
-        controllers.push(tokio::spawn(kubernetes_cluster::run(
-            client.clone(),
-            watches.clone(),
-            config,
-            leadership.clone(),
-            metrics.clone(),
-            move |ok| ready_health.set_ready(kubernetes_cluster::NAME, ok),
-            shutdown(),
-        )));
+        manager.add(kubernetes_cluster::NAME, move |rt| {
+            kubernetes_cluster::run(
+                rt.client().clone(),
+                rt.watches().clone(),
+                config,
+                rt.leadership(),
+                rt.metrics().clone(),
+                rt.ready_fn(kubernetes_cluster::NAME),
+                rt.shutdown(),
+            )
+        });
     }
-    if args.controllers.iter().any(|c| c == kafka_topic::NAME) {
-        health.register(kafka_topic::NAME);
-        let ready_health = health.clone();
-        controllers.push(tokio::spawn(kafka_topic::run(
-            client.clone(),
-            watches.clone(),
-            KafkaTopicSettings {
-                drift_interval: args.kafka_drift_interval,
-                retry_max: args.kafka_retry_max,
-                broker_timeout: args.kafka_broker_timeout,
-                namespaces: settings.watched_namespaces.clone(),
-            },
-            leadership.clone(),
-            metrics.clone(),
-            move |ok| ready_health.set_ready(kafka_topic::NAME, ok),
-            shutdown(),
-        )));
+    if enabled(kafka_topic::NAME) {
+        let settings = KafkaTopicSettings {
+            drift_interval: args.kafka_drift_interval,
+            retry_max: args.kafka_retry_max,
+            broker_timeout: args.kafka_broker_timeout,
+            namespaces: settings.watched_namespaces.clone(),
+        };
+        manager.add(kafka_topic::NAME, move |rt| {
+            kafka_topic::run(
+                rt.client().clone(),
+                rt.watches().clone(),
+                settings,
+                rt.leadership(),
+                rt.metrics().clone(),
+                rt.ready_fn(kafka_topic::NAME),
+                rt.shutdown(),
+            )
+        });
     }
-    if args.controllers.iter().any(|c| c == critical_service::NAME) {
-        health.register(critical_service::NAME);
-        let ready_health = health.clone();
-        controllers.push(tokio::spawn(critical_service::run(
-            client.clone(),
-            watches.clone(),
-            settings,
-            leadership,
-            metrics.clone(),
-            move |ok| ready_health.set_ready(critical_service::NAME, ok),
-            shutdown(),
-        )));
+    if enabled(critical_service::NAME) {
+        manager.add(critical_service::NAME, move |rt| {
+            critical_service::run_on(rt, settings)
+        });
     }
     tracing::info!(controllers = ?args.controllers, "vigil running");
-
-    wait_for_signal().await?;
-    tracing::info!("shutting down: finishing in-flight work");
-    let _ = stop.send(true);
-    let drain = futures::future::join_all(controllers);
-    if tokio::time::timeout(args.shutdown_timeout, drain)
+    manager
+        .run()
         .await
-        .is_err()
-    {
-        tracing::warn!("in-flight work did not finish in time");
-    }
-    if let Some(elector) = elector {
-        elector.shutdown().await;
-    }
-    let _ = server.await;
-    Ok(())
-}
-
-/// Mirrors leadership into the metric and the readiness report.
-fn report_leadership(
-    mut leadership: watch::Receiver<Leadership>,
-    metrics: std::sync::Arc<Metrics>,
-    health: Health,
-) {
-    tokio::spawn(async move {
-        loop {
-            let leading = *leadership.borrow_and_update() == Leadership::Leading;
-            metrics.set_leader(leading);
-            health.set_leading(leading);
-            if leadership.changed().await.is_err() {
-                return;
-            }
-        }
-    });
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
-        _ = term.recv() => {}
-    }
+        .context("waiting for SIGTERM or SIGINT")?;
     Ok(())
 }
 

@@ -59,6 +59,8 @@ pub(crate) struct Reconciles {
     /// `controller_runtime_reconcile_time_seconds` sum and count.
     pub(crate) time_sum: f64,
     pub(crate) time_count: f64,
+    /// `rest_client_requests_total` by `method`: every request Vigil's client made.
+    pub(crate) requests: BTreeMap<String, f64>,
 }
 
 impl Reconciles {
@@ -73,6 +75,10 @@ impl Reconciles {
                 "controller_runtime_reconcile_errors_total" => out.errors += sample.value,
                 "controller_runtime_reconcile_time_seconds_sum" => out.time_sum += sample.value,
                 "controller_runtime_reconcile_time_seconds_count" => out.time_count += sample.value,
+                "rest_client_requests_total" => {
+                    let method = sample.label("method").unwrap_or_default().to_owned();
+                    *out.requests.entry(method).or_default() += sample.value;
+                }
                 _ => {}
             }
         }
@@ -93,6 +99,20 @@ impl Reconciles {
         } else {
             "n/a".to_owned()
         }
+    }
+
+    /// "N (GET a, POST b, …)": the requests Vigil's client made since `before`.
+    pub(crate) fn requests_since(&self, before: &Self) -> String {
+        let total = self.requests.values().sum::<f64>() - before.requests.values().sum::<f64>();
+        let parts: Vec<String> = self
+            .requests
+            .iter()
+            .map(|(method, v)| {
+                let was = before.requests.get(method).copied().unwrap_or(0.0);
+                format!("{method} {}", fmt_count(v - was))
+            })
+            .collect();
+        format!("{} ({})", fmt_count(total), parts.join(", "))
     }
 
     /// " (success 3, error 0, …; reconcile_errors_total +0)" for the change since `before`.

@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -19,23 +18,21 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::ConfigMapSync;
-use vigil_apis::configmap_sync::{ConfigMapSyncStatus, DestinationState, SyncedKind};
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use vigil_apis::configmap_sync::{DestinationState, SyncedKind};
+use vigil_runtime::Runtime;
 use vigil_runtime::cache::{lean_cache, watch_all};
-use vigil_runtime::conditions;
-use vigil_runtime::events;
+use vigil_runtime::controller::store_synced;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics};
-use vigil_runtime::reconcile::{Guard, guarded};
+use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::{finalizer, status};
 
 use super::cache;
-use super::decide::{self, decide};
+use super::decide::{self, AfterWrites, WriteOutcome, decide};
 use super::model::{
-    CONTENT_HASH_ANNOTATION, COPY_LABEL, CopyRef, CopyWrite, EventNote, FINALIZER, Inputs,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings,
-    SyncView, WriteKind,
+    CONTENT_HASH_ANNOTATION, COPY_LABEL, CopyRef, CopyWrite, FINALIZER, Inputs, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings, SyncView, WriteKind,
 };
 
 /// Name of the controller in metrics, logs and Events.
@@ -121,17 +118,11 @@ struct VerbLabel {
 
 /// Shared by reconciles.
 struct Context {
-    client: Client,
+    runtime: Runtime,
     settings: Settings,
     caches: Caches,
-    leadership: watch::Receiver<Leadership>,
-    backoffs: Backoffs<ObjectRef<ConfigMapSync>>,
-    metrics: ControllerMetrics,
     /// `vigil_configmapsync_copy_writes_total{verb}`.
     writes: Family<VerbLabel, Counter>,
-    recorder: Recorder,
-    /// Turns true once the ConfigMap and namespace caches have synced.
-    synced: watch::Receiver<bool>,
 }
 
 /// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
@@ -144,7 +135,14 @@ pub async fn run(
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let metrics = registry.controller(NAME);
+    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
+    run_on(runtime, settings).await;
+}
+
+/// Runs the controller on a Manager's runtime until it shuts down.
+pub async fn run_on(runtime: Runtime, settings: Settings) {
+    let watches = runtime.watches().clone();
+    let registry = runtime.metrics();
     let destinations = Family::<StateLabel, Gauge>::default();
     registry.register(
         "vigil_configmapsync_destinations",
@@ -160,7 +158,7 @@ pub async fn run(
     let (syncs, sync_writer) = reflector::store();
     let (config_maps, config_map_writer) = reflector::store();
     let (namespaces, namespace_writer) = reflector::store();
-    let caches = Caches {
+    let mut caches = Caches {
         syncs: syncs.clone(),
         sync_index: Index::new(cache::sync_keys),
         config_maps,
@@ -168,7 +166,6 @@ pub async fn run(
         secrets: None,
         namespaces,
     };
-    let mut caches = caches;
     let mut secret_stream = None;
     if settings.secrets {
         let (store, writer) = reflector::store();
@@ -201,53 +198,7 @@ pub async fn run(
         watch_all::<Namespace>(&watches),
         cache::slim_namespace,
     );
-
-    let (synced_tx, synced) = watch::channel(false);
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        settings,
-        caches: caches.clone(),
-        leadership: leadership.clone(),
-        backoffs: Backoffs::new(BackoffPolicy::default()),
-        metrics,
-        writes,
-        synced: synced.clone(),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "vigil".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-    });
-
-    // Readiness: the secondary caches synced once. kube-runtime's `wait_until_ready` wakes a
-    // single waiter per store and the Controller is the waiter on the ConfigMapSync store, so
-    // this is the only task waiting on these two; the others wait on `synced`.
-    let ready_caches = caches.clone();
-    tokio::spawn(async move {
-        let secrets = async {
-            match &ready_caches.secrets {
-                Some((store, _)) => store.wait_until_ready().await.is_ok(),
-                None => true,
-            }
-        };
-        let (a, b, c) = tokio::join!(
-            ready_caches.config_maps.wait_until_ready(),
-            ready_caches.namespaces.wait_until_ready(),
-            secrets
-        );
-        let ok = a.is_ok() && b.is_ok() && c;
-        let _ = synced_tx.send(ok);
-        ready(ok);
-    });
     tokio::spawn(report_destinations(syncs.clone(), destinations));
-
-    // Becoming leader: look at everything again.
-    let on_leadership = futures::stream::unfold(leadership.clone(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
 
     let sync_index = caches.sync_index.clone();
     let for_config_map = move |cm: ConfigMap| syncs_for_object(&sync_index, &cm);
@@ -256,23 +207,35 @@ pub async fn run(
     let ns_syncs = caches.syncs.clone();
     let for_namespace = move |ns: Namespace| syncs_for_namespace(&ns_syncs, &ns.name_any());
 
-    let mut controller = Controller::for_stream(sync_stream, syncs)
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
-        )
-        // Each shared watch backs off on its own (see `vigil_runtime::shared`); the trigger
-        // backoff would stall all of them when one errs.
-        .trigger_backoff(NoTriggerBackoff)
-        .watches_stream(config_map_stream, for_config_map)
-        .watches_stream(namespace_stream, for_namespace);
-    if let Some(stream) = secret_stream {
-        controller = controller.watches_stream(stream, for_secret);
+    // Deciding on half-filled caches would report missing sources and re-create copies.
+    let mut controller = runtime
+        .controller(NAME, syncs, sync_stream)
+        .concurrency(RECONCILE_CONCURRENCY)
+        .watches(config_map_stream, for_config_map)
+        .watches(namespace_stream, for_namespace)
+        .wait_for(store_synced(caches.config_maps.clone()))
+        .wait_for(store_synced(caches.namespaces.clone()));
+    if let (Some(stream), Some((store, _))) = (secret_stream, &caches.secrets) {
+        controller = controller
+            .watches(stream, for_secret)
+            .wait_for(store_synced(store.clone()));
     }
+    let ctx = Arc::new(Context {
+        runtime: runtime.clone(),
+        settings,
+        caches,
+        writes,
+    });
     controller
-        .reconcile_all_on(on_leadership)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+        .quarantine_condition(|sync: &ConfigMapSync| {
+            sync.status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        })
+        .field_manager(FIELD_MANAGER)
+        .event_action("Sync")
+        .run(reconcile, ctx)
         .await;
 }
 
@@ -349,64 +312,24 @@ fn view(sync: &ConfigMapSync) -> SyncView {
     }
 }
 
-async fn reconcile(sync: Arc<ConfigMapSync>, ctx: Arc<Context>) -> Result<Action, Error> {
-    // Deciding on half-filled caches would report missing sources and re-create copies.
-    let guard = Guard {
-        metrics: &ctx.metrics,
-        leadership: &ctx.leadership,
-        synced: Some(&ctx.synced),
-        backoffs: &ctx.backoffs,
-    };
-    guarded(
-        ObjectRef::from_obj(sync.as_ref()),
-        guard,
-        with_finalizer(&sync, &ctx),
+/// Copies are cleaned up before a ConfigMapSync goes (ownerReferences cannot point across
+/// namespaces), through the finalizer.
+async fn reconcile(
+    sync: Arc<ConfigMapSync>,
+    ctx: Arc<Context>,
+) -> Result<Action, finalizer::Error<Error>> {
+    let api: Api<ConfigMapSync> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &sync.namespace().unwrap_or_default(),
+    );
+    finalizer::finalized(
+        &api,
+        FINALIZER,
+        sync,
+        |sync| apply_sync(sync, &ctx),
+        |sync| cleanup(sync, &ctx),
     )
     .await
-}
-
-/// The finalizer, hand-rolled on merge patches guarded by the resourceVersion: first added (the
-/// update brings the next pass), then held until the copies are cleaned up. kube-runtime's
-/// `finalizer` helper adds it with a JSON patch whose `test` of an absent
-/// `/metadata/finalizers` the sandbox rejects (real API servers accept it).
-async fn with_finalizer(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
-    let has = sync.finalizers().iter().any(|f| f == FINALIZER);
-    let deleting = sync.metadata.deletion_timestamp.is_some();
-    let set_finalizers = |finalizers: Vec<String>| async move {
-        let api: Api<ConfigMapSync> =
-            Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": sync.metadata.resource_version,
-        }});
-        api.patch(
-            &sync.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    };
-    match (has, deleting) {
-        (false, false) => {
-            let mut finalizers = sync.finalizers().to_vec();
-            finalizers.push(FINALIZER.to_owned());
-            set_finalizers(finalizers).await?;
-            Ok(Action::await_change())
-        }
-        (false, true) => Ok(Action::await_change()),
-        (true, false) => apply_sync(sync, ctx).await,
-        (true, true) => {
-            cleanup(sync, ctx).await?;
-            let rest: Vec<String> = sync
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(rest).await?;
-            Ok(Action::await_change())
-        }
-    }
 }
 
 /// The cached objects a decision for `sync` reads: those named like its source, and its copies
@@ -498,7 +421,8 @@ impl Copied for Secret {
     }
 }
 
-async fn apply_sync(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
+async fn apply_sync(sync: Arc<ConfigMapSync>, ctx: &Context) -> Result<Action, Error> {
+    let sync = sync.as_ref();
     let plan = {
         let this = view(sync);
         let config_maps = relevant_config_maps(ctx, &this);
@@ -581,16 +505,6 @@ fn copy_of<K: Copied>(sync: &ConfigMapSync, source: &K, write: &CopyWrite) -> K 
     copy
 }
 
-/// How one copy write ended.
-enum Outcome {
-    Done,
-    /// Lost a race (409: the object changed, appeared, or is still being deleted). Not a
-    /// failure and not retried here: that change reaches the cache as a watch event, which
-    /// triggers the next pass — retrying before it arrives would only repeat the 409.
-    Raced,
-    Failed(String),
-}
-
 fn post_params() -> PostParams {
     PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -608,16 +522,16 @@ fn delete_params(uid: &str) -> DeleteParams {
     }
 }
 
-fn outcome<T>(result: Result<T, kube::Error>) -> Outcome {
+fn outcome<T>(result: Result<T, kube::Error>) -> WriteOutcome {
     match result {
-        Ok(_) => Outcome::Done,
-        Err(kube::Error::Api(s)) if s.code == 409 => Outcome::Raced,
-        Err(e) => Outcome::Failed(e.to_string()),
+        Ok(_) => WriteOutcome::Done,
+        Err(kube::Error::Api(s)) if s.code == 409 => WriteOutcome::Raced,
+        Err(e) => WriteOutcome::Failed(e.to_string()),
     }
 }
 
-async fn write_copy<K: Copied>(ctx: &Context, copy: K, write: &CopyWrite) -> Outcome {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &write.namespace);
+async fn write_copy<K: Copied>(ctx: &Context, copy: K, write: &CopyWrite) -> WriteOutcome {
+    let api: Api<K> = Api::namespaced(ctx.runtime.client().clone(), &write.namespace);
     let name = copy.name_any();
     match &write.kind {
         WriteKind::Create => {
@@ -640,7 +554,7 @@ async fn write_copy<K: Copied>(ctx: &Context, copy: K, write: &CopyWrite) -> Out
                 Ok(_) => {}
                 // Gone already, or replaced by someone: the create below (or the next pass) decides.
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => return Outcome::Failed(e.to_string()),
+                Err(e) => return WriteOutcome::Failed(e.to_string()),
             }
             ctx.writes
                 .get_or_create(&VerbLabel { verb: "create" })
@@ -658,7 +572,7 @@ async fn delete_copy(ctx: &Context, kind: SyncedKind, target: &CopyRef) -> Resul
 }
 
 async fn delete_object<K: Copied>(ctx: &Context, target: &CopyRef) -> Result<(), kube::Error> {
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &target.namespace);
+    let api: Api<K> = Api::namespaced(ctx.runtime.client().clone(), &target.namespace);
     ctx.writes
         .get_or_create(&VerbLabel { verb: "delete" })
         .inc();
@@ -676,8 +590,9 @@ async fn write_all<K: Copied>(
     sync: &ConfigMapSync,
     ctx: &Context,
     writes: &[CopyWrite],
-) -> Result<Option<Vec<(String, Outcome)>>, kube::Error> {
-    let sources: Api<K> = Api::namespaced(ctx.client.clone(), &sync.spec.source_namespace);
+) -> Result<Option<BTreeMap<String, WriteOutcome>>, kube::Error> {
+    let sources: Api<K> =
+        Api::namespaced(ctx.runtime.client().clone(), &sync.spec.source_namespace);
     let Some(source) = sources.get_opt(&sync.spec.config_map_name).await? else {
         return Ok(None);
     };
@@ -698,29 +613,21 @@ async fn write_all<K: Copied>(
     ))
 }
 
-/// Writes what the plan asks for, the status only when it changed, and the plan's Events.
-async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Action, Error> {
-    let mut failed: BTreeMap<String, String> = BTreeMap::new();
-    let mut written = 0;
+/// Writes what the plan asks for; then the status (only when it changed) and the Events that
+/// [`decide::after_writes`] makes of the plan and the writes' outcomes.
+async fn apply(sync: &ConfigMapSync, ctx: &Context, plan: Plan) -> Result<Action, Error> {
+    let mut outcomes = BTreeMap::new();
     if !plan.writes.is_empty() {
         // The cache holds hashes only: read the source's content once for every copy.
-        let outcomes = match sync.spec.kind() {
+        let written = match sync.spec.kind() {
             SyncedKind::ConfigMap => write_all::<ConfigMap>(sync, ctx, &plan.writes).await?,
             SyncedKind::Secret => write_all::<Secret>(sync, ctx, &plan.writes).await?,
         };
-        let Some(outcomes) = outcomes else {
+        let Some(written) = written else {
             // Deleted since the cache saw it: its deletion event brings a new pass.
             return Ok(Action::await_change());
         };
-        for (ns, outcome) in outcomes {
-            match outcome {
-                Outcome::Done => written += 1,
-                Outcome::Raced => {}
-                Outcome::Failed(e) => {
-                    failed.insert(ns, e);
-                }
-            }
-        }
+        outcomes = written;
     }
     let kind = sync.spec.kind();
     let deletions: Vec<_> = plan
@@ -734,26 +641,31 @@ async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Ac
         .await;
     let delete_error = deletions.into_iter().find_map(Result::err);
 
-    if !plan.writes.is_empty() && written == 0 && failed.is_empty() && plan.deletes.is_empty() {
-        // Every write raced: the cache is behind. Writing the status now (a new lastSyncTime)
-        // would trigger another pass on the same stale cache; the watch events will come.
-        return Ok(Action::await_change());
-    }
-    if !failed.is_empty() {
-        mark_failed(&mut plan.status, &failed, sync.metadata.generation);
-        plan.events
-            .retain(|e| e.reason != decide::REASON_COPIES_WRITTEN);
-    }
-    if sync.status.as_ref() != Some(&plan.status) {
-        patch_status(ctx, sync, &plan.status).await?;
-    }
-    publish(ctx, sync, &plan.events).await;
-    if !failed.is_empty() {
-        let list: Vec<String> = failed.iter().map(|(ns, e)| format!("{ns}: {e}")).collect();
-        return Err(Error::Copies(format!(
-            "writing copies failed: {}",
-            list.join("; ")
-        )));
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let (status, events, error) =
+        match decide::after_writes(&plan, &outcomes, sync.metadata.generation, now) {
+            AfterWrites::Wait => return Ok(Action::await_change()),
+            AfterWrites::Report {
+                status,
+                events,
+                error,
+            } => (status, events, error),
+        };
+    status::write(
+        ctx.runtime.client(),
+        sync,
+        sync.status.as_ref(),
+        &status,
+        &["destinations", "conditions"],
+        FIELD_MANAGER,
+    )
+    .await?;
+    ctx.runtime
+        .recorder()
+        .publish_all(&sync.object_ref(&()), &events, "Sync")
+        .await;
+    if let Some(error) = error {
+        return Err(Error::Copies(error));
     }
     if let Some(e) = delete_error {
         return Err(e.into());
@@ -761,79 +673,11 @@ async fn apply(sync: &ConfigMapSync, ctx: &Context, mut plan: Plan) -> Result<Ac
     Ok(Action::await_change())
 }
 
-/// Destinations whose write failed: `Failed` with the error, and `Ready` false.
-fn mark_failed(
-    status: &mut ConfigMapSyncStatus,
-    failed: &BTreeMap<String, String>,
-    generation: Option<i64>,
-) {
-    use vigil_runtime::conditions::{NewCondition, Status, set};
-    for entry in &mut status.destinations {
-        if let Some(error) = failed.get(&entry.namespace) {
-            entry.state = DestinationState::Failed;
-            entry.error = Some(error.clone());
-        }
-    }
-    status.synced = status
-        .destinations
-        .iter()
-        .filter(|d| d.state == DestinationState::Synced)
-        .count()
-        .try_into()
-        .unwrap_or(u32::MAX);
-    let message = format!(
-        "writing the copy failed in {}; retrying",
-        failed.keys().cloned().collect::<Vec<_>>().join(", ")
-    );
-    let now =
-        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
-    set(
-        &mut status.conditions,
-        &NewCondition {
-            type_: decide::READY,
-            status: Status::False,
-            reason: decide::REASON_SYNC_FAILED,
-            message: &message,
-            observed_generation: generation,
-        },
-        &now,
-    );
-}
-
-async fn patch_status(
-    ctx: &Context,
-    sync: &ConfigMapSync,
-    status: &ConfigMapSyncStatus,
-) -> Result<(), kube::Error> {
-    let api: Api<ConfigMapSync> =
-        Api::namespaced(ctx.client.clone(), &sync.namespace().unwrap_or_default());
-    // A merge patch leaves out what serializes as absent: send the lists explicitly, or an
-    // emptied list would stay in the stored status forever.
-    let mut patch = serde_json::json!({"status": status});
-    patch["status"]["destinations"] = serde_json::json!(status.destinations);
-    patch["status"]["conditions"] = serde_json::json!(status.conditions);
-    api.patch_status(
-        &sync.name_any(),
-        &PatchParams::apply(FIELD_MANAGER),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
-}
-
-async fn publish(ctx: &Context, sync: &ConfigMapSync, events: &[EventNote]) {
-    let reference = sync.object_ref(&());
-    for note in events {
-        let event = events::event(note.warning, &note.reason, &note.note, "Sync");
-        events::record(&ctx.recorder, &event, &reference).await;
-    }
-}
-
 /// The ConfigMapSync is being deleted: delete its copies (unless `deletionPolicy: Orphan`), then
 /// the finalizer goes. Besides the cache, the API is asked for copies of this name, so a copy
 /// written a moment ago (not in the cache yet) is not left behind.
-async fn cleanup(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
-    let this = view(sync);
+async fn cleanup(sync: Arc<ConfigMapSync>, ctx: &Context) -> Result<Action, Error> {
+    let this = view(&sync);
     let mut config_maps = relevant_config_maps(ctx, &this);
     if this.spec.deletion_policy() == vigil_apis::configmap_sync::DeletionPolicy::Delete {
         let listed = match (this.spec.kind(), &ctx.caches.secrets) {
@@ -859,7 +703,6 @@ async fn cleanup(sync: &ConfigMapSync, ctx: &Context) -> Result<Action, Error> {
     for target in &deletes {
         delete_copy(ctx, this.spec.kind(), target).await?;
     }
-    ctx.backoffs.forget(&ObjectRef::from_obj(sync));
     Ok(Action::await_change())
 }
 
@@ -868,7 +711,7 @@ async fn list_copies<K: Copied>(
     ctx: &Context,
     sync: &SyncView,
 ) -> Result<Vec<super::model::ConfigMapView>, kube::Error> {
-    let all: Api<K> = Api::all(ctx.client.clone());
+    let all: Api<K> = Api::all(ctx.runtime.client().clone());
     let params = ListParams::default()
         .labels(&format!("{COPY_LABEL}=true"))
         .fields(&format!("metadata.name={}", sync.spec.config_map_name));
@@ -884,38 +727,5 @@ async fn list_copies<K: Copied>(
         .collect())
 }
 
-/// Failures retry with per-ConfigMapSync exponential backoff; one that keeps failing is
-/// quarantined (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
-fn error_policy(sync: Arc<ConfigMapSync>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoffs.retry_after_failure(
-        &ObjectRef::from_obj(sync.as_ref()),
-        &format!(
-            "configmapsync/{}/{}",
-            sync.namespace().unwrap_or_default(),
-            sync.name_any()
-        ),
-        error,
-        &ctx.metrics,
-        |message| {
-            tokio::spawn(report_quarantine(sync.clone(), ctx.clone(), message));
-        },
-    )
-}
-
-/// Condition reason of a quarantined ConfigMapSync.
+/// Condition reason of a quarantined ConfigMapSync (the controller builder reports it).
 pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
-
-async fn report_quarantine(sync: Arc<ConfigMapSync>, ctx: Arc<Context>, message: String) {
-    let mut status = sync.status.clone().unwrap_or_default();
-    if conditions::set_reconcile_failing(&mut status.conditions, &message, sync.metadata.generation)
-        && let Err(e) = patch_status(&ctx, &sync, &status).await
-    {
-        tracing::debug!(error = %e, "could not report the quarantine in status");
-    }
-    let note = EventNote {
-        warning: true,
-        reason: REASON_RECONCILE_FAILING.into(),
-        note: message,
-    };
-    publish(&ctx, &sync, &[note]).await;
-}

@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::jiff::Timestamp;
 use kube::core::{Selector, SelectorExt as _};
 use vigil_apis::configmap_sync::{
     ConfigMapSyncSpec, ConfigMapSyncStatus, DestinationState, DestinationStatus,
@@ -22,8 +23,7 @@ use super::model::{
 };
 
 /// Condition types this controller writes.
-pub const READY: &str = "Ready";
-pub const DEGRADED: &str = "Degraded";
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 /// Condition reasons.
 pub const REASON_ALL_SYNCED: &str = "AllSynced";
 pub const REASON_AS_EXPECTED: &str = "AsExpected";
@@ -94,22 +94,65 @@ fn list(names: &[&str]) -> String {
     }
 }
 
-/// The decision for one ConfigMapSync (not being deleted).
+/// The decision for one ConfigMapSync (not being deleted): each destination's state and write,
+/// the copies no longer wanted, then the status and Events that say so.
 pub fn decide(inputs: &Inputs<'_>) -> Plan {
     let sync = inputs.sync;
     let spec = &sync.spec;
-    let me = sync.key();
-    let settings = inputs.settings;
     let previous = sync.status.clone().unwrap_or_default();
-    let previous_entries: BTreeMap<&str, &DestinationStatus> = previous
-        .destinations
-        .iter()
-        .map(|d| (d.namespace.as_str(), d))
-        .collect();
     let now = Time(inputs.now);
+    let source = source_state(inputs);
+    let wanted = destinations(spec, inputs.namespaces);
+    let at = copies_by_namespace(inputs);
 
-    let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
-    let source = match inputs.source {
+    let mut found = Findings::default();
+    let mut entries = Vec::with_capacity(wanted.len());
+    let mut writes = Vec::new();
+    let mut deletes = Vec::new();
+    for ns in &wanted {
+        let before = previous.destinations.iter().find(|d| d.namespace == *ns);
+        let outcome = destination(inputs, &source, ns, at.get(ns.as_str()).copied());
+        let mut entry = DestinationStatus {
+            namespace: ns.clone(),
+            state: outcome.state,
+            content_hash: before.and_then(|b| b.content_hash.clone()),
+            last_sync_time: before.and_then(|b| b.last_sync_time.clone()),
+            error: outcome.error,
+        };
+        match outcome.hash {
+            HashUpdate::Keep => {}
+            HashUpdate::Set(hash) => entry.content_hash = Some(hash),
+            HashUpdate::Clear => entry.content_hash = None,
+        }
+        if outcome.write.is_some() && entry.state == DestinationState::Synced {
+            entry.last_sync_time = Some(now.clone());
+        }
+        found.note(ns, outcome.problem);
+        writes.extend(outcome.write);
+        deletes.extend(outcome.delete);
+        entries.push(entry);
+    }
+    deletes.extend(unwanted_copies(inputs, &wanted));
+
+    let problems = problems(inputs, &source, &found);
+    let status = status(
+        inputs, &previous, &source, entries, &writes, &problems, &now,
+    );
+    let events = events(inputs, &previous, &problems, &writes, &deletes);
+    Plan {
+        status,
+        writes,
+        deletes,
+        events,
+    }
+}
+
+/// What the source allows.
+fn source_state<'a>(inputs: &Inputs<'a>) -> Source<'a> {
+    let sync = inputs.sync;
+    let spec = &sync.spec;
+    let settings = inputs.settings;
+    match inputs.source {
         _ if spec.kind() == SyncedKind::Secret && !settings.secrets => Source::Disabled,
         Some(s) if !consent::source_consents(s, &sync.namespace, settings) => Source::NotPermitted,
         None if spec.source_namespace != sync.namespace && !settings.trust_all => {
@@ -118,178 +161,303 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
         None => Source::NotFound,
         Some(s) if s.size > MAX_SOURCE_BYTES => Source::TooLarge(s.size),
         Some(s) => Source::Usable(s),
-    };
+    }
+}
 
-    // The ConfigMaps named like the source, by namespace (the source's own excluded).
-    let at: BTreeMap<&str, &ConfigMapView> = inputs
+/// The ConfigMaps named like the source, by namespace (the source's own excluded).
+fn copies_by_namespace<'a>(inputs: &Inputs<'a>) -> BTreeMap<&'a str, &'a ConfigMapView> {
+    let spec = &inputs.sync.spec;
+    inputs
         .config_maps
         .iter()
         .filter(|c| c.name == spec.config_map_name && c.namespace != spec.source_namespace)
         .map(|c| (c.namespace.as_str(), c))
-        .collect();
-    let wanted = destinations(spec, inputs.namespaces);
+        .collect()
+}
 
-    let mut entries = Vec::with_capacity(wanted.len());
-    let mut writes = Vec::new();
-    let mut deletes = Vec::new();
-    let mut not_permitted: Vec<&str> = Vec::new();
-    let mut conflicts: Vec<String> = Vec::new();
-    let mut missing_namespaces: Vec<&str> = Vec::new();
-    let mut invalid: Vec<&str> = Vec::new();
+/// Why a destination is not synced, for the conditions (one kind per problem list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Problem {
+    None,
+    Invalid,
+    NamespaceMissing,
+    NotPermitted,
+    Conflict(String),
+}
 
-    for ns in &wanted {
-        let existing = at.get(ns.as_str()).copied();
-        let owned = existing.is_some_and(|c| c.owner.as_deref() == Some(me.as_str()));
-        let before = previous_entries.get(ns.as_str());
-        let mut entry = DestinationStatus {
-            namespace: ns.clone(),
-            state: DestinationState::Synced,
-            content_hash: before.and_then(|b| b.content_hash.clone()),
-            last_sync_time: before.and_then(|b| b.last_sync_time.clone()),
-            error: None,
-        };
-        let namespace = inputs.namespaces.get(ns);
-        if *ns == spec.source_namespace {
-            entry.state = DestinationState::Invalid;
-            entry.error = Some("the destination is the source's own namespace".into());
-            invalid.push(ns);
-        } else if namespace.is_none_or(|n| n.terminating) {
-            // A namespace being deleted refuses new objects: no write, and no retry loop.
-            entry.state = DestinationState::NamespaceNotFound;
-            entry.error = Some(format!("namespace {ns} does not exist or is being deleted"));
-            missing_namespaces.push(ns);
-        } else if let Some(namespace) =
-            namespace.filter(|n| !consent::namespace_accepts(n, &sync.namespace, settings))
-        {
-            entry.state = DestinationState::NotPermitted;
-            entry.error = Some(consent::missing_destination_consent(
-                &[&namespace.name],
-                &sync.namespace,
-            ));
-            not_permitted.push(ns);
-        } else {
-            match &source {
-                Source::Usable(src) => {
-                    match existing {
-                        None => {
-                            writes.push(CopyWrite {
-                                namespace: ns.clone(),
-                                kind: WriteKind::Create,
-                            });
-                        }
-                        Some(cm) => {
-                            let owner_alive = cm
-                                .owner
-                                .as_ref()
-                                .is_some_and(|o| inputs.live_syncs.contains(o));
-                            if !owned && owner_alive {
-                                entry.state = DestinationState::Conflict;
-                                let owner = cm.owner.as_deref().unwrap_or_default();
-                                entry.error = Some(format!(
-                                    "ConfigMap {ns}/{} is the copy of ConfigMapSync {owner}",
-                                    cm.name
-                                ));
-                                conflicts.push(format!("{ns} (ConfigMapSync {owner})"));
-                            } else if !owned && !spec.adopt_existing() {
-                                entry.state = DestinationState::Conflict;
-                                let whose = match &cm.owner {
-                                    Some(o) => format!(
-                                        "is an orphaned copy of ConfigMapSync {o}, which no longer exists"
-                                    ),
-                                    None => "exists and Vigil does not manage it".to_owned(),
-                                };
-                                entry.error = Some(format!(
-                                    "ConfigMap {ns}/{} {whose} (set spec.adoptExisting: true to take it over)",
-                                    cm.name
-                                ));
-                                conflicts.push(format!("{ns} (not managed by Vigil)"));
-                            } else if owned && cm.content_hash == src.content_hash {
-                                // Up to date.
-                            } else if cm.terminating {
-                                entry.state = DestinationState::Failed;
-                                entry.error =
-                                    Some("the existing ConfigMap is being deleted".into());
-                            } else if cm.immutable {
-                                writes.push(CopyWrite {
-                                    namespace: ns.clone(),
-                                    kind: WriteKind::Recreate {
-                                        uid: cm.uid.clone(),
-                                    },
-                                });
-                            } else {
-                                writes.push(CopyWrite {
-                                    namespace: ns.clone(),
-                                    kind: WriteKind::Update {
-                                        resource_version: cm.resource_version.clone(),
-                                        labels: cm.labels.clone(),
-                                    },
-                                });
-                            }
-                        }
-                    }
-                    if entry.state == DestinationState::Synced {
-                        entry.content_hash = Some(src.content_hash.clone());
-                        if writes.last().is_some_and(|w| w.namespace == *ns) {
-                            entry.last_sync_time = Some(now.clone());
-                        }
-                    }
-                }
-                Source::NotFound
-                    if owned && spec.source_deleted_policy() == SourceDeletedPolicy::Delete =>
-                {
-                    if let Some(cm) = existing {
-                        deletes.push(CopyRef {
-                            namespace: ns.clone(),
-                            name: cm.name.clone(),
-                            uid: cm.uid.clone(),
-                        });
-                    }
-                    entry.state = DestinationState::Stale;
-                    entry.error = Some("the source does not exist; its copy was deleted".into());
-                    entry.content_hash = None;
-                }
-                Source::NotFound => {
-                    entry.state = DestinationState::Stale;
-                    entry.error =
-                        Some("the source does not exist; an existing copy is kept".into());
-                }
-                Source::NotPermitted => {
-                    entry.state = DestinationState::Stale;
-                    entry.error = Some("the source may not be read".into());
-                }
-                Source::TooLarge(_) => {
-                    entry.state = DestinationState::Stale;
-                    entry.error = Some("the source is over 1 MiB".into());
-                }
-                Source::Disabled => {
-                    entry.state = DestinationState::Stale;
-                    entry.error = Some("this operator does not copy Secrets".into());
-                }
-            }
+/// The destinations with each problem, in destination order.
+#[derive(Default)]
+struct Findings<'a> {
+    invalid: Vec<&'a str>,
+    missing_namespaces: Vec<&'a str>,
+    not_permitted: Vec<&'a str>,
+    conflicts: Vec<String>,
+}
+
+impl<'a> Findings<'a> {
+    fn note(&mut self, ns: &'a str, problem: Problem) {
+        match problem {
+            Problem::None => {}
+            Problem::Invalid => self.invalid.push(ns),
+            Problem::NamespaceMissing => self.missing_namespaces.push(ns),
+            Problem::NotPermitted => self.not_permitted.push(ns),
+            Problem::Conflict(what) => self.conflicts.push(what),
         }
-        entries.push(entry);
+    }
+}
+
+/// What becomes of a destination's recorded content hash.
+enum HashUpdate {
+    Keep,
+    Set(String),
+    Clear,
+}
+
+/// One destination's decision.
+struct DestinationOutcome {
+    state: DestinationState,
+    error: Option<String>,
+    hash: HashUpdate,
+    write: Option<CopyWrite>,
+    delete: Option<CopyRef>,
+    problem: Problem,
+}
+
+impl DestinationOutcome {
+    fn synced() -> Self {
+        Self {
+            state: DestinationState::Synced,
+            error: None,
+            hash: HashUpdate::Keep,
+            write: None,
+            delete: None,
+            problem: Problem::None,
+        }
     }
 
-    // Copies this ConfigMapSync owns that are no longer wanted: another name (the spec was
-    // edited), or a namespace no longer listed or matched. Never the source itself.
-    for cm in inputs.config_maps {
-        let is_source = cm.namespace == spec.source_namespace && cm.name == spec.config_map_name;
-        if cm.owner.as_deref() == Some(me.as_str())
-            && !is_source
-            && !cm.terminating
-            && (cm.name != spec.config_map_name || !wanted.contains(&cm.namespace))
-        {
-            deletes.push(CopyRef {
-                namespace: cm.namespace.clone(),
+    fn failing(state: DestinationState, error: impl Into<String>) -> Self {
+        Self {
+            state,
+            error: Some(error.into()),
+            ..Self::synced()
+        }
+    }
+}
+
+/// The decision for destination `ns`, where `existing` is the ConfigMap named like the source.
+fn destination(
+    inputs: &Inputs<'_>,
+    source: &Source<'_>,
+    ns: &str,
+    existing: Option<&ConfigMapView>,
+) -> DestinationOutcome {
+    let sync = inputs.sync;
+    let namespace = inputs.namespaces.get(ns);
+    if ns == sync.spec.source_namespace {
+        return DestinationOutcome {
+            problem: Problem::Invalid,
+            ..DestinationOutcome::failing(
+                DestinationState::Invalid,
+                "the destination is the source's own namespace",
+            )
+        };
+    }
+    let Some(namespace) = namespace.filter(|n| !n.terminating) else {
+        // A namespace being deleted refuses new objects: no write, and no retry loop.
+        return DestinationOutcome {
+            problem: Problem::NamespaceMissing,
+            ..DestinationOutcome::failing(
+                DestinationState::NamespaceNotFound,
+                format!("namespace {ns} does not exist or is being deleted"),
+            )
+        };
+    };
+    if !consent::namespace_accepts(namespace, &sync.namespace, inputs.settings) {
+        return DestinationOutcome {
+            problem: Problem::NotPermitted,
+            ..DestinationOutcome::failing(
+                DestinationState::NotPermitted,
+                consent::missing_destination_consent(&[&namespace.name], &sync.namespace),
+            )
+        };
+    }
+    match source {
+        Source::Usable(src) => copy_decision(inputs, src, ns, existing),
+        Source::NotFound => source_gone(inputs, ns, existing),
+        Source::NotPermitted => {
+            DestinationOutcome::failing(DestinationState::Stale, "the source may not be read")
+        }
+        Source::TooLarge(_) => {
+            DestinationOutcome::failing(DestinationState::Stale, "the source is over 1 MiB")
+        }
+        Source::Disabled => DestinationOutcome::failing(
+            DestinationState::Stale,
+            "this operator does not copy Secrets",
+        ),
+    }
+}
+
+/// Whether `cm` is this ConfigMapSync's copy.
+fn owned_by_me(inputs: &Inputs<'_>, cm: &ConfigMapView) -> bool {
+    cm.owner.as_deref() == Some(inputs.sync.key().as_str())
+}
+
+/// A usable source and a consenting destination: create, update, re-create, or leave the copy.
+fn copy_decision(
+    inputs: &Inputs<'_>,
+    src: &ConfigMapView,
+    ns: &str,
+    existing: Option<&ConfigMapView>,
+) -> DestinationOutcome {
+    let write = |kind| CopyWrite {
+        namespace: ns.to_owned(),
+        kind,
+    };
+    let mut outcome = match existing {
+        None => DestinationOutcome {
+            write: Some(write(WriteKind::Create)),
+            ..DestinationOutcome::synced()
+        },
+        Some(cm) if !owned_by_me(inputs, cm) => {
+            if let Some(conflict) = foreign_copy(inputs, ns, cm) {
+                return conflict;
+            }
+            replace_copy(cm, write)
+        }
+        Some(cm) if cm.content_hash == src.content_hash => DestinationOutcome::synced(),
+        Some(cm) => replace_copy(cm, write),
+    };
+    if outcome.state == DestinationState::Synced {
+        outcome.hash = HashUpdate::Set(src.content_hash.clone());
+    }
+    outcome
+}
+
+/// A ConfigMap at the destination that is not this ConfigMapSync's: a conflict, unless it may
+/// be adopted (`None`).
+fn foreign_copy(inputs: &Inputs<'_>, ns: &str, cm: &ConfigMapView) -> Option<DestinationOutcome> {
+    let owner_alive = cm
+        .owner
+        .as_ref()
+        .is_some_and(|o| inputs.live_syncs.contains(o));
+    if owner_alive {
+        let owner = cm.owner.as_deref().unwrap_or_default();
+        return Some(DestinationOutcome {
+            problem: Problem::Conflict(format!("{ns} (ConfigMapSync {owner})")),
+            ..DestinationOutcome::failing(
+                DestinationState::Conflict,
+                format!(
+                    "ConfigMap {ns}/{} is the copy of ConfigMapSync {owner}",
+                    cm.name
+                ),
+            )
+        });
+    }
+    if inputs.sync.spec.adopt_existing() {
+        return None;
+    }
+    let whose = match &cm.owner {
+        Some(o) => format!("is an orphaned copy of ConfigMapSync {o}, which no longer exists"),
+        None => "exists and Vigil does not manage it".to_owned(),
+    };
+    Some(DestinationOutcome {
+        problem: Problem::Conflict(format!("{ns} (not managed by Vigil)")),
+        ..DestinationOutcome::failing(
+            DestinationState::Conflict,
+            format!(
+                "ConfigMap {ns}/{} {whose} (set spec.adoptExisting: true to take it over)",
+                cm.name
+            ),
+        )
+    })
+}
+
+/// Overwrites an existing ConfigMap with the source's content: an update, or (immutable) a
+/// delete and create; not while it is being deleted.
+fn replace_copy(cm: &ConfigMapView, write: impl Fn(WriteKind) -> CopyWrite) -> DestinationOutcome {
+    if cm.terminating {
+        return DestinationOutcome::failing(
+            DestinationState::Failed,
+            "the existing ConfigMap is being deleted",
+        );
+    }
+    let kind = if cm.immutable {
+        WriteKind::Recreate {
+            uid: cm.uid.clone(),
+        }
+    } else {
+        WriteKind::Update {
+            resource_version: cm.resource_version.clone(),
+            labels: cm.labels.clone(),
+        }
+    };
+    DestinationOutcome {
+        write: Some(write(kind)),
+        ..DestinationOutcome::synced()
+    }
+}
+
+/// The source is gone: the copy goes too under `sourceDeletedPolicy: Delete`, else it stays.
+fn source_gone(
+    inputs: &Inputs<'_>,
+    ns: &str,
+    existing: Option<&ConfigMapView>,
+) -> DestinationOutcome {
+    let owned = existing.is_some_and(|c| owned_by_me(inputs, c));
+    if owned && inputs.sync.spec.source_deleted_policy() == SourceDeletedPolicy::Delete {
+        return DestinationOutcome {
+            hash: HashUpdate::Clear,
+            delete: existing.map(|cm| CopyRef {
+                namespace: ns.to_owned(),
                 name: cm.name.clone(),
                 uid: cm.uid.clone(),
-            });
-        }
+            }),
+            ..DestinationOutcome::failing(
+                DestinationState::Stale,
+                "the source does not exist; its copy was deleted",
+            )
+        };
     }
+    DestinationOutcome::failing(
+        DestinationState::Stale,
+        "the source does not exist; an existing copy is kept",
+    )
+}
 
-    // Conditions: every problem, most fundamental first; its reason is the first one's.
-    let mut problems: Vec<(&str, String)> = Vec::new();
-    match &source {
+/// Copies this ConfigMapSync owns that are no longer wanted: another name (the spec was
+/// edited), or a namespace no longer listed or matched. Never the source itself.
+fn unwanted_copies(inputs: &Inputs<'_>, wanted: &BTreeSet<String>) -> Vec<CopyRef> {
+    let spec = &inputs.sync.spec;
+    inputs
+        .config_maps
+        .iter()
+        .filter(|cm| {
+            let is_source =
+                cm.namespace == spec.source_namespace && cm.name == spec.config_map_name;
+            owned_by_me(inputs, cm)
+                && !is_source
+                && !cm.terminating
+                && (cm.name != spec.config_map_name || !wanted.contains(&cm.namespace))
+        })
+        .map(|cm| CopyRef {
+            namespace: cm.namespace.clone(),
+            name: cm.name.clone(),
+            uid: cm.uid.clone(),
+        })
+        .collect()
+}
+
+/// Every problem, most fundamental first, as (reason, message).
+fn problems(
+    inputs: &Inputs<'_>,
+    source: &Source<'_>,
+    found: &Findings<'_>,
+) -> Vec<(&'static str, String)> {
+    let sync = inputs.sync;
+    let spec = &sync.spec;
+    let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
+    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    match source {
         Source::Usable(_) => {}
         Source::NotPermitted => problems.push((
             REASON_CONSENT_MISSING,
@@ -322,14 +490,14 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
             ),
         )),
     }
-    if !not_permitted.is_empty() {
+    if !found.not_permitted.is_empty() {
         problems.push((
             REASON_CONSENT_MISSING,
-            consent::missing_destination_consent(&not_permitted, &sync.namespace),
+            consent::missing_destination_consent(&found.not_permitted, &sync.namespace),
         ));
     }
-    if !conflicts.is_empty() {
-        let refs: Vec<&str> = conflicts.iter().map(String::as_str).collect();
+    if !found.conflicts.is_empty() {
+        let refs: Vec<&str> = found.conflicts.iter().map(String::as_str).collect();
         problems.push((
             REASON_CONFLICT,
             format!(
@@ -339,21 +507,21 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
             ),
         ));
     }
-    if !missing_namespaces.is_empty() {
+    if !found.missing_namespaces.is_empty() {
         problems.push((
             REASON_NAMESPACE_NOT_FOUND,
             format!(
                 "destination namespaces not found: {}",
-                list(&missing_namespaces)
+                list(&found.missing_namespaces)
             ),
         ));
     }
-    if !invalid.is_empty() {
+    if !found.invalid.is_empty() {
         problems.push((
             REASON_INVALID_DESTINATION,
             format!(
                 "the source's own namespace {} cannot be a destination",
-                list(&invalid)
+                list(&found.invalid)
             ),
         ));
     }
@@ -363,7 +531,28 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
             format!("namespaceSelector is invalid and matches nothing: {e}"),
         ));
     }
+    problems
+}
 
+/// The problems' messages, joined: the `Degraded` condition's message and the Warning's note.
+fn degraded_message(problems: &[(&str, String)]) -> String {
+    problems
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The full status: counts, hashes, times, and the `Ready` and `Degraded` conditions.
+fn status(
+    inputs: &Inputs<'_>,
+    previous: &ConfigMapSyncStatus,
+    source: &Source<'_>,
+    entries: Vec<DestinationStatus>,
+    writes: &[CopyWrite],
+    problems: &[(&str, String)],
+    now: &Time,
+) -> ConfigMapSyncStatus {
     let synced = entries
         .iter()
         .filter(|e| e.state == DestinationState::Synced)
@@ -374,9 +563,9 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
         } else {
             Some(now.clone())
         },
-        observed_generation: sync.generation,
+        observed_generation: inputs.sync.generation,
         conditions: previous.conditions.clone(),
-        source_hash: match &source {
+        source_hash: match source {
             Source::Usable(s) => Some(s.content_hash.clone()),
             _ => previous.source_hash.clone(),
         },
@@ -384,94 +573,89 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
         synced: u32::try_from(synced).unwrap_or(u32::MAX),
         destinations: entries,
     };
-    let degraded_message = problems
-        .iter()
-        .map(|(_, m)| m.as_str())
-        .collect::<Vec<_>>()
-        .join("; ");
+    let generation = inputs.sync.generation;
+    let message = degraded_message(problems);
+    let sync_failed = format!(
+        "{synced} of {} destinations synced",
+        status.destinations.len()
+    );
     let (degraded, ready) = match problems.first() {
-        None => (
-            NewCondition {
-                type_: DEGRADED,
-                status: Status::False,
-                reason: REASON_AS_EXPECTED,
-                message: "every destination can be synced",
-                observed_generation: sync.generation,
-            },
-            NewCondition {
-                type_: READY,
-                status: if synced == status.destinations.len() {
+        None => {
+            let all = synced == status.destinations.len();
+            (
+                NewCondition {
+                    type_: DEGRADED,
+                    status: Status::False,
+                    reason: REASON_AS_EXPECTED,
+                    message: "every destination can be synced",
+                    observed_generation: generation,
+                },
+                NewCondition {
+                    type_: READY,
+                    status: if all { Status::True } else { Status::False },
+                    reason: if all {
+                        REASON_ALL_SYNCED
+                    } else {
+                        REASON_SYNC_FAILED
+                    },
+                    message: if all {
+                        "every destination holds an up-to-date copy"
+                    } else {
+                        &sync_failed
+                    },
+                    observed_generation: generation,
+                },
+            )
+        }
+        Some((reason, _)) => {
+            let failing = |type_| NewCondition {
+                type_,
+                status: if type_ == DEGRADED {
                     Status::True
                 } else {
                     Status::False
                 },
-                reason: REASON_ALL_SYNCED,
-                message: "every destination holds an up-to-date copy",
-                observed_generation: sync.generation,
-            },
-        ),
-        Some((reason, _)) => (
-            NewCondition {
-                type_: DEGRADED,
-                status: Status::True,
                 reason,
-                message: &degraded_message,
-                observed_generation: sync.generation,
-            },
-            NewCondition {
-                type_: READY,
-                status: Status::False,
-                reason,
-                message: &degraded_message,
-                observed_generation: sync.generation,
-            },
-        ),
-    };
-    let ready_message;
-    let ready = if ready.status == Status::False && problems.is_empty() {
-        ready_message = format!(
-            "{synced} of {} destinations synced",
-            status.destinations.len()
-        );
-        NewCondition {
-            reason: REASON_SYNC_FAILED,
-            message: &ready_message,
-            ..ready
+                message: &message,
+                observed_generation: generation,
+            };
+            (failing(DEGRADED), failing(READY))
         }
-    } else {
-        ready
     };
-    conditions::set(&mut status.conditions, &ready, &now);
-    conditions::set(&mut status.conditions, &degraded, &now);
+    conditions::set(&mut status.conditions, &ready, now);
+    conditions::set(&mut status.conditions, &degraded, now);
+    status
+}
 
+/// A Warning when the problems changed, and a note of the copies written and deleted.
+fn events(
+    inputs: &Inputs<'_>,
+    previous: &ConfigMapSyncStatus,
+    problems: &[(&str, String)],
+    writes: &[CopyWrite],
+    deletes: &[CopyRef],
+) -> Vec<EventNote> {
+    let spec = &inputs.sync.spec;
+    let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
+    let message = degraded_message(problems);
     let mut events = Vec::new();
     let was_degraded = conditions::find(&previous.conditions, DEGRADED)
-        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()));
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()));
     if let Some((reason, _)) = problems.first()
-        && was_degraded
-            != Some((
-                "True".to_owned(),
-                (*reason).to_owned(),
-                degraded_message.clone(),
-            ))
+        && was_degraded != Some(("True", reason, message.as_str()))
     {
-        events.push(EventNote {
-            warning: true,
-            reason: (*reason).to_owned(),
-            note: degraded_message.clone(),
-        });
+        events.push(EventNote::warning(reason, message.clone()));
     }
     if !writes.is_empty() {
         let names: Vec<&str> = writes.iter().map(|w| w.namespace.as_str()).collect();
-        events.push(EventNote {
-            warning: false,
-            reason: REASON_COPIES_WRITTEN.into(),
-            note: format!(
+        events.push(EventNote::normal(
+            REASON_COPIES_WRITTEN,
+            format!(
                 "copied {source_key} to {} namespace(s): {}",
                 names.len(),
                 list(&names)
             ),
-        });
+        ));
     }
     if !deletes.is_empty() {
         let names: Vec<String> = deletes
@@ -479,17 +663,102 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
             .map(|d| format!("{}/{}", d.namespace, d.name))
             .collect();
         let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-        events.push(EventNote {
-            warning: false,
-            reason: REASON_COPIES_DELETED.into(),
-            note: format!("deleted copies no longer wanted: {}", list(&refs)),
-        });
+        events.push(EventNote::normal(
+            REASON_COPIES_DELETED,
+            format!("deleted copies no longer wanted: {}", list(&refs)),
+        ));
     }
-    Plan {
+    events
+}
+
+/// How the copy writes of a plan ended, by destination namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Done,
+    /// Lost a race (409: the object changed, appeared, or is still being deleted). Not a
+    /// failure and not retried at once: that change reaches the cache as a watch event, which
+    /// triggers the next pass — retrying before it arrives would only repeat the 409.
+    Raced,
+    Failed(String),
+}
+
+/// What the plan's status and Events become once its writes are done.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AfterWrites {
+    /// Every write raced: the cache is behind. Writing the status now (a new lastSyncTime)
+    /// would trigger another pass on the same stale cache; the watch events will come.
+    Wait,
+    /// Write this status and record these Events; then fail with `error` if some write failed.
+    Report {
+        status: ConfigMapSyncStatus,
+        events: Vec<EventNote>,
+        error: Option<String>,
+    },
+}
+
+/// Settles `plan` with the outcomes of its writes: destinations whose write failed become
+/// `Failed` with the error, `Ready` turns false, and no `CopiesWritten` is recorded.
+pub fn after_writes(
+    plan: &Plan,
+    outcomes: &BTreeMap<String, WriteOutcome>,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> AfterWrites {
+    let done = outcomes.values().any(|o| *o == WriteOutcome::Done);
+    let failed: BTreeMap<&str, &str> = outcomes
+        .iter()
+        .filter_map(|(ns, o)| match o {
+            WriteOutcome::Failed(e) => Some((ns.as_str(), e.as_str())),
+            _ => None,
+        })
+        .collect();
+    if !plan.writes.is_empty() && !done && failed.is_empty() && plan.deletes.is_empty() {
+        return AfterWrites::Wait;
+    }
+    let mut status = plan.status.clone();
+    let mut events = plan.events.clone();
+    if failed.is_empty() {
+        return AfterWrites::Report {
+            status,
+            events,
+            error: None,
+        };
+    }
+    for entry in &mut status.destinations {
+        if let Some(error) = failed.get(entry.namespace.as_str()) {
+            entry.state = DestinationState::Failed;
+            entry.error = Some((*error).to_owned());
+        }
+    }
+    status.synced = status
+        .destinations
+        .iter()
+        .filter(|d| d.state == DestinationState::Synced)
+        .count()
+        .try_into()
+        .unwrap_or(u32::MAX);
+    let namespaces: Vec<&str> = failed.keys().copied().collect();
+    let message = format!(
+        "writing the copy failed in {}; retrying",
+        namespaces.join(", ")
+    );
+    conditions::set(
+        &mut status.conditions,
+        &NewCondition {
+            type_: READY,
+            status: Status::False,
+            reason: REASON_SYNC_FAILED,
+            message: &message,
+            observed_generation: generation,
+        },
+        &Time(now),
+    );
+    events.retain(|e| e.reason != REASON_COPIES_WRITTEN);
+    let list: Vec<String> = failed.iter().map(|(ns, e)| format!("{ns}: {e}")).collect();
+    AfterWrites::Report {
         status,
-        writes,
-        deletes,
         events,
+        error: Some(format!("writing copies failed: {}", list.join("; "))),
     }
 }
 
@@ -914,5 +1183,52 @@ mod tests {
         assert_eq!(inputs(&w).len(), 1);
         w.sync.spec.deletion_policy = Some(DeletionPolicy::Orphan);
         assert!(inputs(&w).is_empty());
+    }
+
+    #[test]
+    fn failed_writes_turn_the_destination_failed_and_raced_ones_wait_for_the_cache() {
+        let w = world();
+        let plan = run(&w);
+        assert_eq!(plan.writes.len(), 1);
+        let now = Timestamp::from_second(2).expect("time");
+        let outcomes = |o: WriteOutcome| BTreeMap::from([("dst".to_owned(), o)]);
+
+        assert_eq!(
+            after_writes(&plan, &outcomes(WriteOutcome::Raced), Some(1), now),
+            AfterWrites::Wait,
+            "every write raced: no status, no Events"
+        );
+        let AfterWrites::Report {
+            status,
+            events,
+            error,
+        } = after_writes(&plan, &outcomes(WriteOutcome::Done), Some(1), now)
+        else {
+            panic!("a done write is reported");
+        };
+        assert_eq!(
+            (status, events, error),
+            (plan.status.clone(), plan.events.clone(), None)
+        );
+
+        let failed = outcomes(WriteOutcome::Failed("boom".into()));
+        let AfterWrites::Report {
+            status,
+            events,
+            error,
+        } = after_writes(&plan, &failed, Some(1), now)
+        else {
+            panic!("a failed write is reported");
+        };
+        assert_eq!(status.destinations[0].state, DestinationState::Failed);
+        assert_eq!(status.destinations[0].error.as_deref(), Some("boom"));
+        assert_eq!(status.synced, 0);
+        let ready = conditions::find(&status.conditions, READY).expect("Ready");
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("False", REASON_SYNC_FAILED)
+        );
+        assert!(events.iter().all(|e| e.reason != REASON_COPIES_WRITTEN));
+        assert_eq!(error.as_deref(), Some("writing copies failed: dst: boom"));
     }
 }

@@ -105,12 +105,7 @@ pub struct Inputs<'a> {
 }
 
 /// A Kubernetes Event to record about the ConfigMapSync.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventNote {
-    pub warning: bool,
-    pub reason: String,
-    pub note: String,
-}
+pub use vigil_runtime::events::EventNote;
 
 /// How a copy is written.
 #[derive(Debug, Clone, PartialEq, Eq)]

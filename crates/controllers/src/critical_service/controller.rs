@@ -6,27 +6,23 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{StreamExt as _, TryStreamExt as _};
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::{Client, Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use vigil_runtime::Runtime;
 use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
 use vigil_runtime::compact::{self, CompactStore, compact_cache};
-use vigil_runtime::conditions;
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics};
-use vigil_runtime::queue::QueueTracker;
-use vigil_runtime::reconcile::{Guard, guarded};
+use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
 use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
@@ -106,19 +102,12 @@ struct Caches {
 
 /// Shared by reconciles.
 struct Context {
-    client: Client,
+    runtime: Runtime,
     settings: Settings,
     caches: Caches,
-    leadership: watch::Receiver<Leadership>,
-    backoffs: Backoffs<ObjectRef<CriticalService>>,
-    metrics: ControllerMetrics,
-    queue: QueueTracker<CriticalService>,
-    recorder: Recorder,
     /// Statuses this replica wrote, by CriticalService, with the resourceVersion each write
     /// was based on (see [`StatusMemo`]).
     written: StatusMemo,
-    /// Turns true once every cache has synced (see `wait_for_caches`).
-    synced: watch::Receiver<bool>,
 }
 
 /// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
@@ -131,11 +120,16 @@ pub async fn run(
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
+    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
+    run_on(runtime, settings).await;
+}
+
+/// Runs the controller on a Manager's runtime until it shuts down.
+pub async fn run_on(runtime: Runtime, settings: Settings) {
     let namespaces = settings.watched_namespaces.clone();
-    let metrics = registry.controller(NAME);
-    let queue = QueueTracker::new(metrics.clone());
+    let watches = runtime.watches().clone();
     let lame_gauge = Gauge::<i64>::default();
-    registry.register(
+    runtime.metrics().register(
         "vigil_lame_services",
         "Services with a selector and no ready endpoint that no CriticalService covers",
         lame_gauge.clone(),
@@ -162,11 +156,7 @@ pub async fn run(
         caches.cr_index.clone(),
         watch_all::<CriticalService>(&watches),
         cache::slim_critical_service,
-    )
-    .inspect_ok({
-        let queue = queue.clone();
-        move |cr| queue.added(ObjectRef::from_obj(cr))
-    });
+    );
     let service_stream = lean_cache(
         service_writer,
         caches.service_index.clone(),
@@ -195,41 +185,20 @@ pub async fn run(
         cache::slim_template,
     );
 
-    let (synced_tx, synced) = watch::channel(false);
     let ctx = Arc::new(Context {
-        client: client.clone(),
+        runtime: runtime.clone(),
         settings,
         caches: caches.clone(),
-        leadership: leadership.clone(),
-        backoffs: Backoffs::new(BackoffPolicy::default()),
-        metrics,
-        queue: queue.clone(),
-        synced: synced.clone(),
         written: StatusMemo::default(),
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "vigil".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
     });
 
-    tokio::spawn(report_lame_services(
-        caches.clone(),
-        ctx.settings.clone(),
-        lame_gauge,
-        leadership.clone(),
-        synced.clone(),
-    ));
-
-    // Readiness: every cache synced once. This is the only task that waits on the stores:
-    // kube-runtime's `wait_until_ready` wakes a single waiter per store, so other tasks wait on
-    // `synced` instead (several waiters on one store could sleep forever).
-    // kube-runtime's Controller is itself the waiter on the CriticalService store (it reconciles
-    // only once that one synced), so this task waits on the four others only.
+    // The secondary caches synced once: what reconciles wait for (through the builder) and the
+    // lame-Service report too. kube-runtime's `wait_until_ready` wakes a single waiter per
+    // store, so this is the only one; kube-runtime's Controller itself waits on the
+    // CriticalService store.
+    let (synced_tx, synced) = watch::channel(false);
     let ready_caches = caches.clone();
-    tokio::spawn(async move {
+    let secondaries_synced = async move {
         let (a, (), (), d) = tokio::join!(
             ready_caches.services.wait_until_ready(),
             ready_caches.pods.wait_until_ready(),
@@ -238,60 +207,48 @@ pub async fn run(
         );
         let ok = a.is_ok() && d.is_ok();
         let _ = synced_tx.send(ok);
-        ready(ok);
-    });
-
-    // Becoming leader: look at everything again.
-    let on_leadership = futures::stream::unfold(leadership.clone(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
+        ok
+    };
+    tokio::spawn(report_lame_services(
+        caches.clone(),
+        ctx.settings.clone(),
+        lame_gauge,
+        runtime.leadership(),
+        synced,
+    ));
 
     let mapper_caches = caches.clone();
     let settings_for = ctx.settings.clone();
-    let q = queue.clone();
     let for_service = move |svc: CachedService| {
-        q.added_all(crs_covering(
-            &mapper_caches,
-            &settings_for,
-            &cache::service_view(&svc),
-        ))
+        crs_covering(&mapper_caches, &settings_for, &cache::service_view(&svc))
     };
     let pod_caches = caches.clone();
     let pod_settings = ctx.settings.clone();
-    let q = queue.clone();
-    let for_pod = move |pod: CachedPod| q.added_all(crs_for_pod(&pod_caches, &pod_settings, &pod));
+    let for_pod = move |pod: CachedPod| crs_for_pod(&pod_caches, &pod_settings, &pod);
     let slice_caches = caches.clone();
     let slice_settings = ctx.settings.clone();
-    let q = queue.clone();
-    let for_slice = move |slice: CachedSlice| {
-        q.added_all(crs_for_slice(&slice_caches, &slice_settings, &slice))
-    };
+    let for_slice = move |slice: CachedSlice| crs_for_slice(&slice_caches, &slice_settings, &slice);
     let template_caches = caches.clone();
     let template_settings = ctx.settings.clone();
-    let q = queue;
-    let for_template = move |t: PodTemplate| {
-        q.added_all(crs_using_template(
-            &template_caches.crs,
-            &template_settings,
-            &t,
-        ))
-    };
+    let for_template =
+        move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
 
-    Controller::for_stream(cr_stream, crs)
-        .with_config(Config::default().concurrency(MAX_CONCURRENT_RECONCILES))
-        // Each shared watch backs off on its own (see `vigil_runtime::shared`); the controller's
-        // trigger backoff would stall every stream when one of them errs (a 410 on one watch
-        // would blind the controller to all the others for seconds).
-        .trigger_backoff(NoTriggerBackoff)
-        .watches_stream(service_stream, for_service)
-        .watches_stream(pod_stream, for_pod)
-        .watches_stream(slice_stream, for_slice)
-        .watches_stream(template_stream, for_template)
-        .reconcile_all_on(on_leadership)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+    runtime
+        .controller(NAME, crs, cr_stream)
+        .concurrency(MAX_CONCURRENT_RECONCILES)
+        .watches(service_stream, for_service)
+        .watches(pod_stream, for_pod)
+        .watches(slice_stream, for_slice)
+        .watches(template_stream, for_template)
+        .wait_for(secondaries_synced)
+        .quarantine_condition(|cr: &CriticalService| {
+            cr.status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        })
+        .field_manager(FIELD_MANAGER)
+        .run(reconcile, ctx)
         .await;
 }
 
@@ -438,21 +395,27 @@ fn lookup_template(caches: &Caches, settings: &Settings, key: &TemplateKey) -> T
     }
 }
 
+/// Decides from the caches (synced: the builder waits for them) and applies the plan.
 async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action, Error> {
-    ctx.queue.started(&ObjectRef::from_obj(cr.as_ref()));
-    // The secondary caches' sync is awaited inside (it needs the caches, not only a flag).
-    let guard = Guard {
-        metrics: &ctx.metrics,
-        leadership: &ctx.leadership,
-        synced: None,
-        backoffs: &ctx.backoffs,
+    let plan = {
+        let caches = &ctx.caches;
+        let mut this = view(&cr);
+        this.status = ctx.written.effective(&cr);
+        let observed = observe(caches, &ctx.settings, &cr);
+        let template = lookup_template(caches, &ctx.settings, &template_key(&cr, &ctx.settings));
+        let inputs = Inputs {
+            cr: &this,
+            all_crs: &observed.crs,
+            services: &observed.services,
+            pods: &observed.pods,
+            slices: &observed.slices,
+            template: &template,
+            now: k8s_openapi::jiff::Timestamp::now(),
+            settings: &ctx.settings,
+        };
+        decide(&inputs)
     };
-    guarded(
-        ObjectRef::from_obj(cr.as_ref()),
-        guard,
-        reconcile_inner(&cr, &ctx),
-    )
-    .await
+    apply(&cr, &ctx, plan).await
 }
 
 /// How often lame, uncovered Services are looked for.
@@ -525,35 +488,6 @@ async fn report_lame_services(
         }
         known = now;
     }
-}
-
-async fn reconcile_inner(cr: &CriticalService, ctx: &Context) -> Result<Action, Error> {
-    // kube-runtime waits only for the CriticalService cache; deciding on half-filled caches of
-    // Services, pods or slices would create fallbacks for healthy Services after every start.
-    let mut synced = ctx.synced.clone();
-    if synced.wait_for(|s| *s).await.is_err() {
-        // The caches' task ended: the controller is shutting down.
-        return Ok(Action::await_change());
-    }
-    let plan = {
-        let caches = &ctx.caches;
-        let mut this = view(cr);
-        this.status = ctx.written.effective(cr);
-        let observed = observe(caches, &ctx.settings, cr);
-        let template = lookup_template(caches, &ctx.settings, &template_key(cr, &ctx.settings));
-        let inputs = Inputs {
-            cr: &this,
-            all_crs: &observed.crs,
-            services: &observed.services,
-            pods: &observed.pods,
-            slices: &observed.slices,
-            template: &template,
-            now: k8s_openapi::jiff::Timestamp::now(),
-            settings: &ctx.settings,
-        };
-        decide(&inputs)
-    };
-    apply(cr, ctx, plan).await
 }
 
 /// The statuses this replica wrote, until the cache shows them. A reconcile triggered by a pod
@@ -715,7 +649,7 @@ async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action
         .collect();
     bounded(deletes).await?;
     if ctx.written.effective(cr).as_ref() != Some(&plan.status) {
-        let api: Api<CriticalService> = Api::all(ctx.client.clone());
+        let api: Api<CriticalService> = Api::all(ctx.runtime.client().clone());
         // A merge patch leaves out what serializes as absent: send the lists that may have been
         // emptied explicitly, or an emptied list would stay in the stored status forever.
         let mut patch = serde_json::json!({"status": plan.status});
@@ -757,7 +691,10 @@ where
 }
 
 async fn create_fallback(ctx: &Context, pod: &Pod) -> Result<(), Error> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &pod.namespace().unwrap_or_default());
+    let pods: Api<Pod> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &pod.namespace().unwrap_or_default(),
+    );
     let params = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
@@ -771,7 +708,7 @@ async fn create_fallback(ctx: &Context, pod: &Pod) -> Result<(), Error> {
 }
 
 async fn delete_fallback(ctx: &Context, target: &PodRef) -> Result<(), Error> {
-    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &target.namespace);
+    let pods: Api<Pod> = Api::namespaced(ctx.runtime.client().clone(), &target.namespace);
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: Some(target.uid.clone()),
@@ -797,47 +734,8 @@ async fn publish(ctx: &Context, reference: &ObjectReference, note: &EventNote) {
         name: Some(name.clone()),
         ..ObjectReference::default()
     });
-    events::record(&ctx.recorder, &event, reference).await;
+    events::record(ctx.runtime.recorder().inner(), &event, reference).await;
 }
 
-/// Failures retry with per-CriticalService exponential backoff; a CriticalService that keeps
-/// failing is quarantined (retried slowly) and reported once: a `Degraded` condition and a
-/// Warning Event. The next successful pass recomputes its conditions and clears it.
-fn error_policy(cr: Arc<CriticalService>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoffs.retry_after_failure(
-        &ObjectRef::from_obj(cr.as_ref()),
-        &format!("criticalservice/{}", cr.name_any()),
-        error,
-        &ctx.metrics,
-        |message| {
-            tokio::spawn(report_quarantine(cr.clone(), ctx.clone(), message));
-        },
-    )
-}
-
-/// Condition reason of a quarantined CriticalService.
+/// Condition reason of a quarantined CriticalService (the controller builder reports it).
 pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
-
-async fn report_quarantine(cr: Arc<CriticalService>, ctx: Arc<Context>, message: String) {
-    let mut conditions = cr
-        .status
-        .as_ref()
-        .map(|s| s.conditions.clone())
-        .unwrap_or_default();
-    if conditions::set_reconcile_failing(&mut conditions, &message, cr.metadata.generation) {
-        let api: Api<CriticalService> = Api::all(ctx.client.clone());
-        let patch = serde_json::json!({"status": {"conditions": conditions}});
-        if let Err(e) = api
-            .patch_status(
-                &cr.name_any(),
-                &PatchParams::apply(FIELD_MANAGER),
-                &Patch::Merge(&patch),
-            )
-            .await
-        {
-            tracing::debug!(error = %e, "could not report the quarantine in status");
-        }
-    }
-    let event = events::event(true, REASON_RECONCILE_FAILING, &message, "Reconcile");
-    events::record(&ctx.recorder, &event, &cr.object_ref(&())).await;
-}

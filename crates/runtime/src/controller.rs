@@ -1,0 +1,367 @@
+//! The controller builder: a kube-runtime `Controller` with everything every Vigil controller
+//! wires around its reconcile, wired once.
+//!
+//! ```text
+//! shared watch ─▶ lean cache (store) ─▶ trigger ─▶ queue ─▶ guarded reconcile ─▶ Ok / error policy
+//!                                        ▲                     │ leader only, caches synced,
+//!   secondary watches ─ mapper ──────────┤                     │ metrics, backoff reset
+//!   owned objects ─ owner reference ─────┤                     ▼
+//!   becoming leader ─ every object ──────┤      failures: per-object backoff with jitter;
+//!   API server back ─ failed objects ────┘      quarantine ─▶ Degraded condition + Warning Event
+//! ```
+//!
+//! - **triggers**: the primary stream, [`ControllerBuilder::watches`] (a mapper from another
+//!   kind to the objects it concerns), [`ControllerBuilder::owns`] (owner references), every
+//!   object when this replica becomes leader, and the objects whose reconciles failed when the
+//!   API server answers again after an outage (see [`crate::reachability`]);
+//! - **work-queue metrics** (`workqueue_*`, controller-runtime's names) for every trigger;
+//! - **the guarded reconcile** ([`crate::reconcile`]): only the leader acts, nothing is decided
+//!   before the caches given to [`ControllerBuilder::wait_for`] have synced (they also make the
+//!   controller ready on `/readyz`), reconcile metrics, backoff reset on success;
+//! - **the error policy**: per-object exponential backoff; after ten failures in a row the
+//!   object is quarantined (retried every five minutes), counted in
+//!   `vigil_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
+//!   with [`ControllerBuilder::quarantine_condition`], a `Degraded=True` condition.
+//!
+//! Shared watches back off on their own, so the controller's own trigger back-off is off.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::{FutureExt as _, Stream, StreamExt as _, TryStreamExt as _};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::controller::{Action, Config, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt as _};
+use tokio::sync::watch;
+
+use crate::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use crate::conditions;
+use crate::events::EventNote;
+use crate::leader::Leadership;
+use crate::manager::Runtime;
+use crate::metrics::ControllerMetrics;
+use crate::queue::QueueTracker;
+use crate::reconcile::{Guard, guarded};
+
+/// Reconciles running at once unless [`ControllerBuilder::concurrency`] says otherwise.
+pub const DEFAULT_CONCURRENCY: u16 = 16;
+
+/// Reads an object's status conditions, for the quarantine's `Degraded` condition.
+pub type ConditionsOf<K> = fn(&K) -> Vec<Condition>;
+
+/// A controller of `K` being wired; [`Self::run`] runs it.
+pub struct ControllerBuilder<K>
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    name: String,
+    runtime: Runtime,
+    controller: Controller<K>,
+    queue: QueueTracker<K>,
+    metrics: ControllerMetrics,
+    backoffs: Arc<Backoffs<ObjectRef<K>>>,
+    readiness: Vec<BoxFuture<'static, bool>>,
+    concurrency: u16,
+    conditions: Option<ConditionsOf<K>>,
+    field_manager: String,
+    event_action: String,
+}
+
+impl Runtime {
+    /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `store`, triggered
+    /// by `stream` — typically a [`crate::cache::lean_cache`] over `self.watches()`.
+    pub fn controller<K>(
+        &self,
+        name: &str,
+        store: Store<K>,
+        stream: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    ) -> ControllerBuilder<K>
+    where
+        K: Resource<DynamicType = ()>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let metrics = self.metrics().controller(name);
+        let queue = QueueTracker::new(metrics.clone());
+        let stream = stream.inspect_ok({
+            let queue = queue.clone();
+            move |obj| queue.added(ObjectRef::from_obj(obj))
+        });
+        ControllerBuilder {
+            name: name.to_owned(),
+            runtime: self.clone(),
+            controller: Controller::for_stream(stream, store).trigger_backoff(NoTriggerBackoff),
+            queue,
+            metrics,
+            backoffs: Arc::new(Backoffs::new(BackoffPolicy::default())),
+            readiness: Vec::new(),
+            concurrency: DEFAULT_CONCURRENCY,
+            conditions: None,
+            field_manager: format!("vigil-{name}"),
+            event_action: "Reconcile".to_owned(),
+        }
+    }
+}
+
+impl<K> ControllerBuilder<K>
+where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    /// Reconciles running at once (default [`DEFAULT_CONCURRENCY`]).
+    pub fn concurrency(mut self, concurrency: u16) -> Self {
+        self.concurrency = concurrency;
+        self
+    }
+
+    /// Reconciles the objects `mapper` names for each object of `stream` (a secondary cache).
+    pub fn watches<Other, I>(
+        mut self,
+        stream: impl Stream<Item = Result<Other, watcher::Error>> + Send + 'static,
+        mapper: impl Fn(Other) -> I + Send + Sync + 'static,
+    ) -> Self
+    where
+        Other: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        Other::DynamicType: Default + std::fmt::Debug + Clone,
+        I: IntoIterator<Item = ObjectRef<K>> + 'static,
+    {
+        let queue = self.queue.clone();
+        self.controller = self.controller.watches_stream(stream, move |other| {
+            queue.added_all(mapper(other).into_iter().collect())
+        });
+        self
+    }
+
+    /// Reconciles the owner (of kind `K`, by owner reference) of each object of `stream`.
+    pub fn owns<Child>(
+        self,
+        stream: impl Stream<Item = Result<Child, watcher::Error>> + Send + 'static,
+    ) -> Self
+    where
+        Child: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+        Child::DynamicType: Default + std::fmt::Debug + Clone,
+    {
+        self.watches(stream, |child: Child| {
+            let namespace = child.namespace();
+            child
+                .owner_references()
+                .iter()
+                .filter_map(|owner| ObjectRef::from_owner_ref(namespace.as_deref(), owner, ()))
+                .collect::<Vec<_>>()
+        })
+    }
+
+    /// Nothing is decided, and the controller is not ready, until `synced` resolves true:
+    /// typically a secondary cache's `wait_until_ready` (the primary store is waited for by
+    /// kube-runtime itself). Call once per cache.
+    pub fn wait_for(mut self, synced: impl Future<Output = bool> + Send + 'static) -> Self {
+        self.readiness.push(synced.boxed());
+        self
+    }
+
+    /// Where a quarantined object's conditions are: the quarantine then also sets
+    /// `Degraded=True` (reason `ReconcileFailing`) in its status.
+    pub fn quarantine_condition(mut self, conditions: ConditionsOf<K>) -> Self {
+        self.conditions = Some(conditions);
+        self
+    }
+
+    /// Field manager of the quarantine's status write (default `vigil-<name>`).
+    pub fn field_manager(mut self, field_manager: &str) -> Self {
+        self.field_manager = field_manager.to_owned();
+        self
+    }
+
+    /// The `action` of the quarantine's Warning Event (default `Reconcile`).
+    pub fn event_action(mut self, action: &str) -> Self {
+        self.event_action = action.to_owned();
+        self
+    }
+
+    /// Runs the controller until the runtime shuts down: `reconcile(object, context)` for every
+    /// trigger, as the module documentation describes.
+    pub async fn run<C, E, F, Fut>(self, reconcile: F, context: Arc<C>)
+    where
+        C: Send + Sync + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    {
+        let (synced_tx, synced) = watch::channel(false);
+        // The only waiter on each cache: kube-runtime's `wait_until_ready` wakes one waiter
+        // per store, so reconciles wait on `synced` instead.
+        let readiness = futures::future::join_all(self.readiness);
+        let runtime = self.runtime.clone();
+        let name = self.name.clone();
+        tokio::spawn(async move {
+            let ok = readiness.await.into_iter().all(|ok| ok);
+            let _ = synced_tx.send(ok);
+            runtime.set_ready(&name, ok);
+        });
+
+        let on_leadership = futures::stream::unfold(self.runtime.leadership(), |mut rx| async {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        });
+        let backoffs = self.backoffs.clone();
+        let on_recovery = futures::stream::unfold(
+            self.runtime.watches().reachability().subscribe(),
+            |mut rx| async {
+                rx.changed().await.ok()?;
+                Some(((), rx))
+            },
+        )
+        .flat_map(move |()| futures::stream::iter(backoffs.failing()));
+
+        let inner = Arc::new(Inner {
+            object: format!("{}/", self.name),
+            reconcile,
+            context,
+            queue: self.queue,
+            metrics: self.metrics,
+            backoffs: self.backoffs,
+            leadership: self.runtime.leadership(),
+            synced,
+            conditions: self.conditions,
+            field_manager: self.field_manager,
+            event_action: self.event_action,
+            runtime: self.runtime.clone(),
+        });
+        self.controller
+            .with_config(Config::default().concurrency(self.concurrency))
+            .reconcile_all_on(on_leadership)
+            .reconcile_on(on_recovery)
+            .graceful_shutdown_on(self.runtime.shutdown())
+            .run(guarded_reconcile, error_policy, inner)
+            .for_each(|_| futures::future::ready(()))
+            .await;
+    }
+}
+
+/// What the wrapped reconcile and the error policy share.
+struct Inner<K: Resource, C, F> {
+    /// `<controller>/`, the prefix of objects in logs.
+    object: String,
+    reconcile: F,
+    context: Arc<C>,
+    queue: QueueTracker<K>,
+    metrics: ControllerMetrics,
+    backoffs: Arc<Backoffs<ObjectRef<K>>>,
+    leadership: watch::Receiver<Leadership>,
+    synced: watch::Receiver<bool>,
+    conditions: Option<ConditionsOf<K>>,
+    field_manager: String,
+    event_action: String,
+    runtime: Runtime,
+}
+
+// Not an `async fn`: the explicit `Send + 'static` is what kube-runtime requires of it.
+#[allow(clippy::manual_async_fn)]
+fn guarded_reconcile<K, C, E, F, Fut>(
+    obj: Arc<K>,
+    inner: Arc<Inner<K, C, F>>,
+) -> impl Future<Output = Result<Action, E>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    E: Send + 'static,
+    F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+{
+    async move {
+        let key = ObjectRef::from_obj(obj.as_ref());
+        inner.queue.started(&key);
+        // A shutdown before the caches synced stops feeding them: a reconcile waiting for them
+        // would then hold the graceful shutdown forever.
+        let mut synced = inner.synced.clone();
+        tokio::select! {
+            _ = synced.wait_for(|s| *s) => {}
+            () = inner.runtime.shutdown() => return Ok(Action::await_change()),
+        }
+        let guard = Guard {
+            metrics: &inner.metrics,
+            leadership: &inner.leadership,
+            synced: Some(&inner.synced),
+            backoffs: &inner.backoffs,
+        };
+        let work = (inner.reconcile)(obj, inner.context.clone());
+        let result = guarded(key, guard, work).await;
+        inner.metrics.set_quarantined(inner.backoffs.quarantined());
+        result
+    }
+}
+
+fn error_policy<K, C, E, F>(obj: Arc<K>, error: &E, inner: Arc<Inner<K, C, F>>) -> Action
+where
+    K: Resource<DynamicType = ()> + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    E: std::error::Error,
+    F: Send + Sync + 'static,
+{
+    let key = ObjectRef::from_obj(obj.as_ref());
+    let object = format!(
+        "{}{}{}",
+        inner.object,
+        obj.namespace().map(|ns| ns + "/").unwrap_or_default(),
+        obj.name_any()
+    );
+    let action =
+        inner
+            .backoffs
+            .retry_after_failure(&key, &object, error, &inner.metrics, |message| {
+                tokio::spawn(report_quarantine(obj.clone(), inner.clone(), message));
+            });
+    inner.metrics.set_quarantined(inner.backoffs.quarantined());
+    action
+}
+
+/// A quarantined object is reported once: `Degraded=True` in its status (if the controller
+/// said where its conditions are) and a Warning Event. Best effort: failures are only logged.
+async fn report_quarantine<K, C, F>(obj: Arc<K>, inner: Arc<Inner<K, C, F>>, message: String)
+where
+    K: Resource<DynamicType = ()>,
+{
+    if let Some(conditions_of) = inner.conditions {
+        let mut conditions = conditions_of(&obj);
+        if conditions::set_reconcile_failing(&mut conditions, &message, obj.meta().generation) {
+            let status = serde_json::json!({ "conditions": conditions });
+            if let Err(error) = crate::status::patch_status(
+                inner.runtime.client(),
+                obj.as_ref(),
+                &status,
+                &inner.field_manager,
+            )
+            .await
+            {
+                tracing::debug!(%error, "could not report the quarantine in status");
+            }
+        }
+    }
+    let note = EventNote::warning(conditions::REASON_RECONCILE_FAILING, message);
+    inner
+        .runtime
+        .recorder()
+        .publish(&obj.object_ref(&()), &note, &inner.event_action)
+        .await;
+}
+
+/// Whether `store` has synced, as [`ControllerBuilder::wait_for`] takes it.
+pub async fn store_synced<K>(store: Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.wait_until_ready().await.is_ok()
+}
