@@ -29,7 +29,6 @@ use vigil_controllers::status_vault::PERMISSIONS;
 use vigil_controllers::status_vault::controller::covered_kind_permissions;
 use vigil_controllers::status_vault::model::Settings;
 use vigil_controllers::status_vault::{RestoreOutcome, StatusRestorer, StatusVault};
-use vigil_runtime::conditions;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
@@ -271,7 +270,7 @@ fn clusters_policy() -> Value {
     json!({"resources": [{"group": GROUP, "kind": KIND}]})
 }
 
-/// Waits until the policy's condition `type_` has `status`, and returns its reason.
+/// Waits until the policy's condition `type_` has `status`, and returns its reason and message.
 async fn wait_condition(
     env: &TestEnv,
     policy: &str,
@@ -279,20 +278,10 @@ async fn wait_condition(
     status: &str,
 ) -> (String, String) {
     let api: Api<StatusBackupPolicy> = Api::all(env.client());
-    wait_for(
-        &format!("policy {policy} to have {type_}={status}"),
-        SETTLE_TIMEOUT,
-        || async {
-            let p = api.get(policy).await.map_err(|e| e.to_string())?;
-            let conds = p.status.map(|s| s.conditions).unwrap_or_default();
-            match conditions::find(&conds, type_) {
-                Some(c) if c.status == status => Ok(Some((c.reason.clone(), c.message.clone()))),
-                other => Err(format!("{other:?}")),
-            }
-        },
-    )
-    .await
-    .expect("condition")
+    let found = vigil_testenv::wait_condition(&api, policy, type_, status, SETTLE_TIMEOUT)
+        .await
+        .expect("condition");
+    (found.reason, found.message)
 }
 
 fn clusters(env: &TestEnv) -> Api<DynamicObject> {

@@ -23,7 +23,6 @@ pub mod external;
 #[cfg(target_os = "linux")]
 pub mod local;
 pub mod protocol;
-pub mod reference;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

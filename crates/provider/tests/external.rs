@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use vigil_provider::contract::{self, ContractHooks, ContractTiming};
 use vigil_provider::external::{ExternalConfig, ExternalProvider};
-use vigil_provider::reference::{Faults, LoseMode, Outage, ReferenceConfig, ReferenceProvider};
 use vigil_provider::{ClusterProvider, ClusterState, Deletion, ProviderError};
+use vigil_provider_reference::{Faults, LoseMode, Outage, ReferenceConfig, ReferenceProvider};
 
 const UUID: &str = "aaa692e5-e6ce-4f19-ad20-6491ca74067c";
 

@@ -14,29 +14,20 @@
 //! # Ok(()) }
 //! ```
 
-mod apply;
-mod builtin;
-mod controllers;
-mod convert;
-mod crd;
+mod control;
 mod error;
 pub mod faults;
 mod field_error;
 mod http;
-mod jsonpath;
-mod meta;
-mod ops;
+mod loops;
+mod patch;
 mod persist;
-mod pki;
-mod protobuf;
 mod query;
-mod resources;
+mod registry;
 mod schema;
-mod selector;
-mod store;
-mod strategic_merge;
-mod tls;
+mod serve;
 mod version;
+mod wire;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,10 +38,10 @@ use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
-pub use controllers::Loops;
 pub use faults::Fault;
+pub use loops::Loops;
 pub use persist::{FLUSH_INTERVAL, PersistError};
-pub use pki::{CA_CERT_FILE, CA_KEY_FILE, PkiError};
+pub use serve::pki::{CA_CERT_FILE, CA_KEY_FILE, PkiError};
 pub use version::{InvalidKubeVersion, KubeVersion};
 
 /// How to run a sandbox.
@@ -126,7 +117,7 @@ pub struct Sandbox {
     ca_pem: Option<String>,
     app: Arc<http::App>,
     shutdown: watch::Sender<bool>,
-    control: mpsc::Sender<Control>,
+    control: mpsc::Sender<control::Control>,
     tasks: Vec<JoinHandle<()>>,
     /// With a data directory: the flusher and its stop signal (dropping the sender stops it too).
     persister: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
@@ -157,7 +148,7 @@ impl Sandbox {
             addr: config.listen,
             source,
         })?;
-        let store = Arc::new(store::Store::new(config.watch_window));
+        let store = Arc::new(registry::store::Store::new(config.watch_window));
         let data_dir = match data_dir {
             Some((dir, Some(snapshot))) => {
                 persist::restore(&store, snapshot);
@@ -176,8 +167,8 @@ impl Sandbox {
             }
         };
         let (tls, ca_pem) = if config.tls {
-            let pki = pki::Pki::new(data_dir.as_ref().map(|d| d.path()), addr.ip())?;
-            (Some(tls::server_config(&pki)?), Some(pki.ca_pem))
+            let pki = serve::pki::Pki::new(data_dir.as_ref().map(|d| d.path()), addr.ip())?;
+            (Some(serve::tls::server_config(&pki)?), Some(pki.ca_pem))
         } else {
             (None, None)
         };
@@ -194,7 +185,7 @@ impl Sandbox {
             control: control.clone(),
             version: version::document(config.kube_version),
         });
-        let supervisor = Supervisor {
+        let supervisor = serve::Supervisor {
             addr,
             app: app.clone(),
             control: control_rx,
@@ -202,11 +193,8 @@ impl Sandbox {
             tls,
         };
         // New namespaces' `kube-root-ca.crt` holds the CA clients trust, as on a real cluster.
-        let root_ca: Arc<str> = ca_pem
-            .as_deref()
-            .unwrap_or(controllers::PLAIN_HTTP_CA_PEM)
-            .into();
-        let mut tasks = controllers::spawn(&store, config.loops, root_ca, &shutdown_rx);
+        let root_ca: Arc<str> = ca_pem.as_deref().unwrap_or(loops::PLAIN_HTTP_CA_PEM).into();
+        let mut tasks = loops::spawn(&store, config.loops, root_ca, &shutdown_rx);
         tasks.push(tokio::spawn(supervisor.run(listener)));
         let persister = data_dir.map(|dir| {
             let (stop, stopped) = oneshot::channel();
@@ -319,7 +307,7 @@ impl Sandbox {
     /// Stops listening (connections are refused, open watches end) while keeping all state.
     pub async fn stop_serving(&self) {
         let (ack, done) = oneshot::channel();
-        if self.control.send(Control::Stop(ack)).await.is_ok() {
+        if self.control.send(control::Control::Stop(ack)).await.is_ok() {
             let _ = done.await;
         }
     }
@@ -328,7 +316,7 @@ impl Sandbox {
     pub async fn resume_serving(&self) -> Result<(), SandboxError> {
         let (ack, done) = oneshot::channel();
         self.control
-            .send(Control::Start(ack))
+            .send(control::Control::Start(ack))
             .await
             .map_err(|_| SandboxError::Stopped)?;
         match done.await {
@@ -375,127 +363,17 @@ impl Drop for Sandbox {
     }
 }
 
-/// Commands to the listener supervisor.
-#[derive(Debug)]
-pub(crate) enum Control {
-    Stop(oneshot::Sender<()>),
-    Start(oneshot::Sender<std::io::Result<()>>),
-}
-
-/// Restart through the control channel (used by the admin endpoint).
-pub(crate) async fn restart_via(control: &mpsc::Sender<Control>, down: Duration) {
-    let (ack, done) = oneshot::channel();
-    if control.send(Control::Stop(ack)).await.is_err() {
-        return;
-    }
-    let _ = done.await;
-    tokio::time::sleep(down).await;
-    let (ack, done) = oneshot::channel();
-    if control.send(Control::Start(ack)).await.is_ok()
-        && let Ok(Err(e)) = done.await
-    {
-        tracing::error!(error = %e, "sandbox could not listen again");
-    }
-}
-
-/// Owns the listener: serves until told to stop, binds the same address again when told to
-/// start, and ends with the sandbox. The store lives outside, so a restart keeps every object.
-struct Supervisor {
-    addr: SocketAddr,
-    app: Arc<http::App>,
-    control: mpsc::Receiver<Control>,
-    shutdown: watch::Receiver<bool>,
-    /// With TLS: the configuration every connection is handshaken with.
-    tls: Option<Arc<rustls::ServerConfig>>,
-}
-
-impl Supervisor {
-    async fn run(mut self, listener: tokio::net::TcpListener) {
-        let mut listener = Some(listener);
-        loop {
-            let command = match listener.take() {
-                Some(current) => self.serve_until_told(current).await,
-                None => tokio::select! {
-                    _ = self.shutdown.wait_for(|stop| *stop) => None,
-                    command = self.control.recv() => command,
-                },
-            };
-            match command {
-                Some(Control::Stop(ack)) => {
-                    let _ = ack.send(());
-                }
-                Some(Control::Start(ack)) => match tokio::net::TcpListener::bind(self.addr).await {
-                    Ok(bound) => {
-                        listener = Some(bound);
-                        let _ = ack.send(Ok(()));
-                    }
-                    Err(e) => {
-                        let _ = ack.send(Err(e));
-                    }
-                },
-                None => return,
-            }
-        }
-    }
-
-    /// Serves until a command or the sandbox's shutdown; returns the command (None on shutdown).
-    async fn serve_until_told(&mut self, listener: tokio::net::TcpListener) -> Option<Control> {
-        let (stop, stopped) = watch::channel(false);
-        let router = http::router(self.app.clone());
-        let server = match &self.tls {
-            Some(config) => tokio::spawn(serve(
-                tls::TlsListener::new(listener, config.clone()),
-                router,
-                stopped,
-            )),
-            None => {
-                use axum::serve::ListenerExt as _;
-                // Watch events are small writes: without TCP_NODELAY they can wait on delayed ACKs.
-                let listener = listener.tap_io(|tcp| {
-                    let _ = tcp.set_nodelay(true);
-                });
-                tokio::spawn(serve(listener, router, stopped))
-            }
-        };
-        let command = tokio::select! {
-            _ = self.shutdown.wait_for(|stop| *stop) => None,
-            command = self.control.recv() => command,
-        };
-        // Open watches would hold the graceful shutdown open: end them first.
-        self.app.watch_epoch.send_modify(|e| *e += 1);
-        let _ = stop.send(true);
-        let _ = server.await;
-        command
-    }
-}
-
-async fn serve<L>(listener: L, router: axum::Router, mut stop: watch::Receiver<bool>)
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    let stopped = async move {
-        let _ = stop.wait_for(|stop| *stop).await;
-    };
-    if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(stopped)
-        .await
-    {
-        tracing::error!(error = %e, "sandbox server failed");
-    }
-}
-
-fn seed(store: &store::Store) {
+fn seed(store: &registry::store::Store) {
     let Some(info) = store.read().registry.get("", "v1", "namespaces") else {
         return;
     };
-    let opts = ops::WriteOptions {
+    let opts = registry::ops::WriteOptions {
         field_manager: "vigil-sandbox".into(),
         ..Default::default()
     };
     for ns in INITIAL_NAMESPACES {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        if let Err(e) = store.write(|s| ops::create(s, &info, "", body, &opts)) {
+        if let Err(e) = store.write(|s| registry::ops::create(s, &info, "", body, &opts)) {
             tracing::error!(namespace = ns, error = %e.message, "cannot seed namespace");
         }
     }

@@ -31,8 +31,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
-use crate::store::{Snapshot, State, Store, Stored};
-use crate::{crd, meta};
+use crate::registry::store::{Snapshot, State, Store, Stored};
+use crate::registry::{crd, meta};
 
 /// How often, at most, the snapshot is rewritten while the store keeps changing: the most a
 /// SIGKILL can lose.
@@ -255,7 +255,7 @@ pub fn restore(store: &Store, snapshot: Snapshot) {
     });
 }
 
-/// Registers every stored CRD's resources, as [`crate::ops::sync_crd`] does on a write, but
+/// Registers every stored CRD's resources, as [`crate::registry::ops::sync_crd`] does on a write, but
 /// without rewriting status (a restart is not a change). CRDs whose names were accepted go
 /// first, so a conflict resolves as it did before the restart.
 fn register_crds(state: &mut State) {

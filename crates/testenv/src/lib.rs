@@ -10,6 +10,7 @@
 //! # Ok(()) }
 //! ```
 
+mod conditions;
 mod crds;
 mod requests;
 mod wait;
@@ -24,6 +25,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
+pub use conditions::{ConditionView, condition, has_condition, wait_condition};
 pub use crds::{CrdError, install_crd, wait_until_served};
 pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
 pub use vigil_kubelet::{

@@ -1,26 +1,15 @@
-//! `vigil`: the operator binary. Subcommands: `run` (the operator), `sandbox` (an embedded API
-//! server for demos and tests), `manifests` (install manifests), `bench` (benchmarks).
+//! `vigil`: the operator binary. Subcommands: `run` (the operator), `demo`, `sandbox` (an
+//! embedded API server for demos and tests), `manifests` (install manifests), `status` (the
+//! status vault). The commands besides `run` live in `cli/`; the benchmarks are a binary of their
+//! own, `vigil-bench` (`crates/bench`).
 
-mod bench;
-mod bench_child;
-mod bench_configmap_sync;
-mod bench_critical_service;
-mod bench_critical_service_scale;
-mod bench_deployment;
-mod bench_endpoints;
-mod bench_fidelity;
-mod bench_kafka_topic;
-mod bench_kubernetes_cluster;
-mod bench_status_restore;
-mod bench_status_vault;
+// First: its `say!` macro is used by every module below.
+#[macro_use]
+mod output;
+
+mod cli;
 mod cluster_providers;
-mod demo;
-mod demo_cluster;
-mod manifests;
 mod run;
-mod sandbox;
-mod status_cli;
-mod status_restore;
 
 use clap::{Parser, Subcommand};
 
@@ -67,17 +56,14 @@ enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or in-cluster).
     Run(Box<run::RunArgs>),
     /// See Vigil work in seconds: the article's CriticalService scenario on an in-process sandbox.
-    Demo(demo::DemoArgs),
+    Demo(cli::demo::DemoArgs),
     /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
-    Sandbox(sandbox::SandboxArgs),
+    Sandbox(cli::sandbox::SandboxArgs),
     /// Print the CRDs, RBAC and Deployment that install Vigil.
-    Manifests(manifests::ManifestsArgs),
-    /// Run a benchmark and print its figures.
-    #[command(subcommand)]
-    Bench(bench::Bench),
+    Manifests(cli::manifests::ManifestsArgs),
     /// The status vault: back up objects with their status, restore them, inspect the vault.
     #[command(subcommand)]
-    Status(status_cli::StatusCommand),
+    Status(cli::status::StatusCommand),
 }
 
 /// Parses `250ms`, `2s` or `1m`.
@@ -121,11 +107,10 @@ fn main() -> anyhow::Result<()> {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Run(args) => run::run(*args).await,
-            Command::Manifests(args) => manifests::run(&args),
-            Command::Sandbox(args) => sandbox::run(args).await,
-            Command::Demo(args) => demo::run(args).await,
-            Command::Bench(bench) => bench::run(bench).await,
-            Command::Status(command) => status_cli::run(command).await,
+            Command::Manifests(args) => cli::manifests::run(&args),
+            Command::Sandbox(args) => cli::sandbox::run(args).await,
+            Command::Demo(args) => cli::demo::run(args).await,
+            Command::Status(command) => cli::status::run(command).await,
         }
     });
     match result {

@@ -13,7 +13,7 @@
 
 mod support;
 
-use support::{Proc, client, spawn_sandbox};
+use support::{Proc, client, critical_service_setup, json, spawn_sandbox};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
@@ -24,9 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplate, Service};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt as _;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use vigil_apis::CriticalService;
 
@@ -113,43 +111,6 @@ async fn terminate(proc: &mut Proc) -> Option<ExitStatus> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn json<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
-    serde_json::from_value(value).expect("object")
-}
-
-async fn setup(client: &kube::Client) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &CriticalService::crd())
-        .await
-        .expect("crd");
-    let crs: Api<CriticalService> = Api::all(client.clone());
-    let started = Instant::now();
-    while crs.list(&ListParams::default()).await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "the CRD is not served after 10s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let template = serde_json::json!({"metadata": {"name": "critical-service-pod-template"}, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}});
-    Api::<PodTemplate>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &json(template))
-        .await
-        .expect("template");
-    let cr = serde_json::json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService", "metadata": {"name": "critical"},
-        "spec": {"namespace": NS, "matchLabels": [{"key": "tier", "value": "critical"}]}});
-    crs.create(&PostParams::default(), &json(cr))
-        .await
-        .expect("cr");
 }
 
 fn service_name(i: usize) -> String {
@@ -524,7 +485,7 @@ async fn operator_restarts_in_a_churn_leave_one_fallback_per_lame_covered_servic
     let kubeconfig = dir.join("kubeconfig");
     let _sandbox = spawn_sandbox(&kubeconfig);
     let client = client(&kubeconfig).await;
-    setup(&client).await;
+    critical_service_setup(&client, NS).await;
 
     let mut rng = Lcg::new(seed);
     let moments = moments(&mut rng);

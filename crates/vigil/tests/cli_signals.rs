@@ -123,3 +123,116 @@ fn demo_stopped_with_sigterm_deletes_its_cluster() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Runs `vigil ARGS` with its standard output already closed, under TMPDIR=`tmp`; returns its
+/// exit status and standard error. Gives up (and kills it) after `limit`.
+fn run_with_closed_stdout(
+    args: &[&str],
+    tmp: &Path,
+    limit: Duration,
+) -> (std::process::ExitStatus, String) {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    let mut child = vigil()
+        .args(args)
+        .env("TMPDIR", tmp)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn vigil");
+    let stderr = child.stderr.take().expect("stderr");
+    let collect = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+        text
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            break child.wait().expect("wait");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    (status, collect.join().unwrap_or_default())
+}
+
+/// `vigil sandbox | head -0`: the ready line meets a closed pipe, and the sandbox stops as on
+/// SIGTERM — quietly, successfully, its temporary data directory removed.
+#[test]
+fn a_closed_pipe_stops_the_sandbox_as_sigterm_does() {
+    let tmp = std::env::temp_dir().join(format!("vigil-sandbox-epipe-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    let (status, stderr) = run_with_closed_stdout(
+        &["sandbox", "--listen", "127.0.0.1:0"],
+        &tmp,
+        Duration::from_secs(60),
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(status.success(), "{status:?}: {stderr}");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("read temp dir")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the sandbox left {left:?} in {}",
+        tmp.display()
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// `vigil demo | head -1`: the reader is gone before the demo's first line. The demo still
+/// provisions, then deletes what it provisioned exactly as on SIGTERM, and ends quietly.
+#[test]
+fn a_closed_pipe_ends_the_demo_after_it_cleaned_up() {
+    if !Path::new("/proc/self/cmdline").exists() {
+        eprintln!("skipped: needs /proc to find the demo's cluster processes");
+        return;
+    }
+    let tmp = std::env::temp_dir().join(format!("vigil-demo-epipe-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).expect("temp dir");
+    let kubeconfig = tmp.join("demo.kubeconfig");
+    let cluster_kubeconfig = tmp.join("cluster.kubeconfig");
+    let (status, stderr) = run_with_closed_stdout(
+        &[
+            "demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+            &kubeconfig.to_string_lossy(),
+            "--cluster-kubeconfig-out",
+            &cluster_kubeconfig.to_string_lossy(),
+        ],
+        &tmp,
+        Duration::from_secs(180),
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(status.success(), "{status:?}: {stderr}");
+    let tmp_text = tmp.to_string_lossy().into_owned();
+    let left: Vec<String> = processes_mentioning(&tmp_text)
+        .into_iter()
+        .filter(|cmd| cmd.contains(" sandbox "))
+        .collect();
+    assert!(left.is_empty(), "cluster processes left: {left:?}");
+    let clusters: Vec<_> = std::fs::read_dir(&tmp)
+        .expect("read temp dir")
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("vigil-demo-clusters-")
+        })
+        .map(|e| e.path())
+        .collect();
+    assert!(clusters.is_empty(), "left: {clusters:?}");
+    assert!(
+        !cluster_kubeconfig.exists(),
+        "the cluster's kubeconfig left"
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}

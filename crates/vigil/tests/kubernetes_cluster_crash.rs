@@ -18,15 +18,14 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{CustomResourceExt as _, ResourceExt as _};
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::json;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::Phase;
-use vigil_provider::reference::{ReferenceConfig, ReferenceProvider};
-use vigil_testenv::wait_for;
+use vigil_provider_reference::{ReferenceConfig, ReferenceProvider};
+use vigil_testenv::{install_crd, wait_for};
 
 const NS: &str = "kc-crash";
 const OBJECTS: usize = 20;
@@ -146,20 +145,9 @@ async fn setup(client: &kube::Client) {
         )
         .await
         .expect("create namespace");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &KubernetesCluster::crd())
+    install_crd(client, &KubernetesCluster::crd())
         .await
-        .expect("create the KubernetesCluster CRD");
-    let clusters: Api<KubernetesCluster> = Api::namespaced(client.clone(), NS);
-    wait_for("the CRD to be served", Duration::from_secs(10), || async {
-        clusters
-            .list(&ListParams::default())
-            .await
-            .map(|_| Some(()))
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .expect("CRD served");
+        .expect("the KubernetesCluster CRD served");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

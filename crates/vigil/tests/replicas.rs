@@ -4,18 +4,15 @@
 
 mod support;
 
-use support::{Proc, client, spawn_sandbox};
+use support::{Proc, client, critical_service_setup, json, spawn_sandbox};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplate, Service};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt as _;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, ListParams, PostParams};
-use vigil_apis::CriticalService;
 
 const NS: &str = "replicas";
 const LEASE_DURATION: Duration = Duration::from_secs(2);
@@ -68,39 +65,6 @@ where
     started.elapsed()
 }
 
-fn json<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
-    serde_json::from_value(value).expect("object")
-}
-
-async fn setup(client: &kube::Client) {
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &json(serde_json::json!({"metadata": {"name": NS}})),
-        )
-        .await
-        .expect("namespace");
-    Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &CriticalService::crd())
-        .await
-        .expect("crd");
-    let crs: Api<CriticalService> = Api::all(client.clone());
-    wait_until("the CRD to be served", Duration::from_secs(10), || async {
-        crs.list(&ListParams::default()).await.is_ok()
-    })
-    .await;
-    let template = serde_json::json!({"metadata": {"name": "critical-service-pod-template"}, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}});
-    Api::<PodTemplate>::namespaced(client.clone(), NS)
-        .create(&PostParams::default(), &json(template))
-        .await
-        .expect("template");
-    let cr = serde_json::json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService", "metadata": {"name": "critical"},
-        "spec": {"namespace": NS, "matchLabels": [{"key": "tier", "value": "critical"}]}});
-    crs.create(&PostParams::default(), &json(cr))
-        .await
-        .expect("cr");
-}
-
 async fn lame_service(client: &kube::Client, name: &str) {
     let svc = serde_json::json!({"metadata": {"name": name, "labels": {"tier": "critical"}},
         "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}});
@@ -141,7 +105,7 @@ async fn standby_takes_over_when_the_leader_dies() {
     let kubeconfig = dir.join("kubeconfig");
     let _sandbox = spawn_sandbox(&kubeconfig);
     let client = client(&kubeconfig).await;
-    setup(&client).await;
+    critical_service_setup(&client, NS).await;
 
     let mut a = Some(spawn_replica(&kubeconfig, "replica-a"));
     let mut b = Some(spawn_replica(&kubeconfig, "replica-b"));

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt as _;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
 };
 use serde_json::json;
 use vigil_apis::{CriticalService, StatusBackupPolicy};
+use vigil_testenv::{install_crd, wait_condition};
 use vigil_vault::{ObjectKey, Vault, VaultOptions};
 
 const NS: &str = "status-vault-crash";
@@ -95,24 +95,9 @@ fn ar() -> ApiResource {
     )
 }
 
-/// Waits until `api` answers a LIST (a CRD just created is served soon after).
-async fn wait_served<K>(api: &Api<K>)
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    wait_until("the CRD to be served", Duration::from_secs(10), || async {
-        api.list(&ListParams::default())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    })
-    .await;
-}
-
-/// Creates the StatusBackupPolicy `clusters` with this spec, once its CRD is served.
+/// Creates the StatusBackupPolicy `clusters` with this spec (its CRD installed).
 async fn create_policy(client: &kube::Client, spec: serde_json::Value) {
     let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
-    wait_served(&policies).await;
     let policy = json!({"apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
         "metadata": {"name": "clusters"}, "spec": spec});
     policies
@@ -132,8 +117,7 @@ async fn setup(client: &kube::Client, vault: &Path) {
         )
         .await
         .expect("namespace");
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &StatusBackupPolicy::crd())
+    install_crd(client, &StatusBackupPolicy::crd())
         .await
         .expect("policy crd");
     let clusters_crd = json!({
@@ -147,14 +131,10 @@ async fn setup(client: &kube::Client, vault: &Path) {
                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
                     "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}
     });
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(clusters_crd).expect("crd"),
-    )
-    .await
-    .expect("clusters crd");
+    install_crd(client, &serde_json::from_value(clusters_crd).expect("crd"))
+        .await
+        .expect("clusters crd");
     let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar());
-    wait_served(&clusters).await;
     create_policy(
         client,
         json!({"resources": [{"group": GROUP, "kind": KIND}], "namespaces": [NS],
@@ -174,21 +154,18 @@ async fn setup(client: &kube::Client, vault: &Path) {
     }
 }
 
-async fn policy_ready(client: &kube::Client) -> Result<(), String> {
-    let p = Api::<StatusBackupPolicy>::all(client.clone())
-        .get("clusters")
-        .await
-        .map_err(|e| e.to_string())?;
-    let ready = p
-        .status
-        .iter()
-        .flat_map(|s| s.conditions.iter())
-        .any(|c| c.type_ == "Ready" && c.status == "True");
-    if ready {
-        Ok(())
-    } else {
-        Err(format!("{:?}", p.status))
-    }
+/// Waits until the StatusBackupPolicy `clusters` is Ready.
+async fn wait_policy_ready(client: &kube::Client) {
+    let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
+    wait_condition(
+        &policies,
+        "clusters",
+        "Ready",
+        "True",
+        Duration::from_secs(20),
+    )
+    .await
+    .expect("the policy to be Ready");
 }
 
 #[tokio::test]
@@ -199,10 +176,7 @@ async fn sigkill_during_a_burst_loses_no_status_and_duplicates_no_version() {
     setup(&client, &vault_dir).await;
 
     let mut vigil = Some(spawn_vigil(&kubeconfig, &vault_dir));
-    wait_until("the policy to be Ready", Duration::from_secs(20), || {
-        policy_ready(&client)
-    })
-    .await;
+    wait_policy_ready(&client).await;
 
     // 1,000 status changes: 10 rounds over 100 objects, 16 in flight; SIGKILL after 300.
     let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &ar());
@@ -304,14 +278,10 @@ async fn backing_up_criticalservices_shares_the_controllers_watch_of_them() {
     let _sandbox = spawn_sandbox(&kubeconfig);
     let client = client(&kubeconfig).await;
 
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in [StatusBackupPolicy::crd(), CriticalService::crd()] {
-        crds.create(&PostParams::default(), &crd)
-            .await
-            .expect("crd");
+        install_crd(&client, &crd).await.expect("crd");
     }
     let critical: Api<CriticalService> = Api::all(client.clone());
-    wait_served(&critical).await;
     create_policy(
         &client,
         json!({"resources": [{"group": "mycrd.com", "kind": "CriticalService"}],
@@ -326,10 +296,7 @@ async fn backing_up_criticalservices_shares_the_controllers_watch_of_them() {
         "criticalservice,statusvault",
         &metrics,
     );
-    wait_until("the policy to be Ready", Duration::from_secs(20), || {
-        policy_ready(&client)
-    })
-    .await;
+    wait_policy_ready(&client).await;
     let cr = json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService",
         "metadata": {"name": "shared-watch"},
         "spec": {"matchLabels": [{"key": "app", "value": "shared-watch"}]}});

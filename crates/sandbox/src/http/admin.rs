@@ -67,7 +67,7 @@ pub async fn handle(
                     Duration::from_millis(down.and_then(|d| u64::try_from(d).ok()).unwrap_or(0));
                 let control = app.control.clone();
                 // Answer first: the restart closes this very connection.
-                tokio::spawn(async move { crate::restart_via(&control, down).await });
+                tokio::spawn(async move { crate::control::restart_via(&control, down).await });
                 value_response(StatusCode::ACCEPTED, &json!({"ok": "restarting"}))
             }
             Err(e) => error_response(&e),

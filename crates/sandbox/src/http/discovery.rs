@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resources::{Registry, ResourceInfo};
+use crate::registry::resources::{Registry, ResourceInfo};
 
 /// `/api`.
 pub fn core_versions(server_address: &str) -> Value {

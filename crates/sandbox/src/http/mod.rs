@@ -3,6 +3,7 @@
 
 mod admin;
 mod discovery;
+mod jsonpath;
 mod openapi;
 pub mod request;
 mod table;
@@ -21,11 +22,11 @@ use tokio::sync::watch as signal;
 
 use crate::error::ApiError;
 use crate::faults::Faults;
-use crate::meta;
-use crate::ops::{self, DeleteOptions, Deleted, Target, WriteOptions, Written};
 use crate::query::{self, Filter, object_json};
-use crate::resources::ResourceInfo;
-use crate::store::{Store, Stored};
+use crate::registry::meta;
+use crate::registry::ops::{self, DeleteOptions, Deleted, Target, WriteOptions, Written};
+use crate::registry::resources::ResourceInfo;
+use crate::registry::store::{Store, Stored};
 use request::{Endpoint, Format, Query, ResourcePath};
 use table::IncludeObject;
 
@@ -52,7 +53,7 @@ pub struct App {
     /// Injected failures and latency.
     pub faults: Arc<Faults>,
     /// Stops and restarts the listener (fault injection), served by the supervisor in `lib.rs`.
-    pub control: tokio::sync::mpsc::Sender<crate::Control>,
+    pub control: tokio::sync::mpsc::Sender<crate::control::Control>,
     /// The `/version` document, built once from the configured Kubernetes version.
     pub version: Value,
 }
@@ -368,7 +369,7 @@ fn resource(
         (Method::PATCH, Some(name)) if target != Target::Finalize => {
             let (patch_type, patch) = request::decode_patch(headers, &body, query.flag("force"))?;
             let mut opts = write_options(query, headers)?;
-            if matches!(patch_type, ops::PatchType::Apply { .. }) {
+            if matches!(patch_type, crate::patch::PatchType::Apply { .. }) {
                 opts.field_manager = query.str("fieldManager").to_owned();
             } else if query.get("force").is_some() {
                 let e = crate::field_error::FieldError::forbidden(
@@ -658,7 +659,7 @@ fn delete_collection(
     let (items, rv) = items;
     let values: Vec<Value> = items
         .iter()
-        .map(|o| crate::convert::from_storage(info, &o.value).into_owned())
+        .map(|o| crate::registry::convert::from_storage(info, &o.value).into_owned())
         .collect();
     Ok(value_response(
         StatusCode::OK,

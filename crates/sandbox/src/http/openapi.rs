@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::{Registry, ResourceInfo};
+use crate::registry::resources::{Registry, ResourceInfo};
 
 /// The meta/v1 schemas CRD documents refer to (ObjectMeta, ListMeta, Status, DeleteOptions, ...),
 /// verbatim as kube-apiserver v1.28 serves them in every CRD group version's document, so their
@@ -352,7 +352,7 @@ mod tests {
         let mut r = Registry::builtin();
         r.set_crd_resources(
             "widgets.example.com",
-            crate::crd::served_resources(&widget_crd()),
+            crate::registry::crd::served_resources(&widget_crd()),
         );
         r
     }
@@ -410,7 +410,10 @@ mod tests {
         let mut crd = widget_crd();
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["description"] = json!("Changed.");
         let mut r = Registry::builtin();
-        r.set_crd_resources("widgets.example.com", crate::crd::served_resources(&crd));
+        r.set_crd_resources(
+            "widgets.example.com",
+            crate::registry::crd::served_resources(&crd),
+        );
         let after = root(&r);
         assert_ne!(
             before["paths"]["apis/example.com/v1"],

@@ -7,7 +7,8 @@ use http::HeaderMap;
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::ops::{FieldValidation, PatchType};
+use crate::patch::{PATCH_MEDIA_TYPES, PatchType};
+use crate::registry::ops::FieldValidation;
 
 /// The endpoint a path names.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,19 +237,6 @@ pub const OBJECT_MEDIA_TYPES: &[&str] = &[
     "application/yaml",
     "application/vnd.kubernetes.protobuf",
 ];
-/// Media types of PATCH bodies.
-pub const PATCH_MEDIA_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/strategic-merge-patch+json",
-    "application/apply-patch+yaml",
-];
-/// Custom resources take every patch type but strategic merge.
-pub const CUSTOM_RESOURCE_PATCH_MEDIA_TYPES: &[&str] = &[
-    "application/json-patch+json",
-    "application/merge-patch+json",
-    "application/apply-patch+yaml",
-];
 
 /// Decodes a create/update body (JSON, YAML or kubectl's protobuf) into an object.
 pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
@@ -257,7 +245,7 @@ pub fn decode_object(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiErro
         "" | "application/json" | "*/*" => decode_json(body)?,
         "application/yaml" | "application/x-yaml" | "text/yaml" => decode_yaml(body)?,
         // kubectl's typed `create` generators send protobuf.
-        "application/vnd.kubernetes.protobuf" => crate::protobuf::decode(body).map_err(|e| {
+        "application/vnd.kubernetes.protobuf" => crate::wire::decode(body).map_err(|e| {
             if e.starts_with("unsupported protobuf kind") {
                 ApiError::unsupported_media_type(&["application/json", "application/yaml"])
             } else {
@@ -283,7 +271,7 @@ pub fn decode_delete_options(headers: &HeaderMap, body: &Bytes) -> Result<Value,
     let undecodable =
         |e: String| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}"));
     if content_type(headers) == "application/vnd.kubernetes.protobuf" {
-        let value = crate::protobuf::decode(body).map_err(undecodable)?;
+        let value = crate::wire::decode(body).map_err(undecodable)?;
         let kind = value.get("kind").and_then(Value::as_str).unwrap_or("");
         if kind != "DeleteOptions" {
             return Err(undecodable(format!(

@@ -3,11 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::convert;
-use crate::jsonpath;
-use crate::meta;
-use crate::resources::ResourceInfo;
-use crate::store::Stored;
+use crate::http::jsonpath;
+use crate::registry::convert;
+use crate::registry::meta;
+use crate::registry::resources::ResourceInfo;
+use crate::registry::store::Stored;
 
 /// `includeObject`: what each row carries besides its cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

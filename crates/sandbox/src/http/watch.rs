@@ -20,8 +20,8 @@ use super::request::Format;
 use super::table::{self, IncludeObject};
 use crate::error::ApiError;
 use crate::query::{Filter, object_json};
-use crate::resources::ResourceInfo;
-use crate::store::{EventType, Stored};
+use crate::registry::resources::ResourceInfo;
+use crate::registry::store::{EventType, Stored};
 
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +160,11 @@ fn next_batch(
                 // the resourceVersion of the change.
                 if let Some(previous) = &e.previous {
                     let mut last = previous.value.clone();
-                    crate::meta::set_meta(&mut last, "resourceVersion", json!(e.rv.to_string()));
+                    crate::registry::meta::set_meta(
+                        &mut last,
+                        "resourceVersion",
+                        json!(e.rv.to_string()),
+                    );
                     write_event(&mut buf, "DELETED", info, &Stored::new(last, e.rv), req);
                 }
                 continue;

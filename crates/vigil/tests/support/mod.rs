@@ -1,5 +1,6 @@
 //! What the process-level tests share: a child process killed when dropped, a `vigil sandbox`
-//! child, and a client for its kubeconfig.
+//! child, a client for its kubeconfig, and the CriticalService setup the multi-process tests
+//! start from.
 
 // Each test binary compiles this module and uses a different part of it.
 #![allow(dead_code)]
@@ -7,6 +8,11 @@
 use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+
+use k8s_openapi::api::core::v1::{Namespace, PodTemplate};
+use kube::CustomResourceExt as _;
+use kube::api::{Api, PostParams};
+use vigil_apis::CriticalService;
 
 /// A child process killed (SIGKILL) when dropped.
 pub struct Proc(pub Child);
@@ -54,4 +60,35 @@ pub fn client_program(env_var: &str, name: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
+}
+
+/// A typed object from JSON.
+pub fn json<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+    serde_json::from_value(value).expect("object")
+}
+
+/// The namespace `ns`, the CriticalService CRD (served), the fallback PodTemplate, and the
+/// CriticalService `critical` covering the Services of `ns` labelled `tier=critical`.
+pub async fn critical_service_setup(client: &kube::Client, ns: &str) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &json(serde_json::json!({"metadata": {"name": ns}})),
+        )
+        .await
+        .expect("namespace");
+    vigil_testenv::install_crd(client, &CriticalService::crd())
+        .await
+        .expect("crd");
+    let template = serde_json::json!({"metadata": {"name": "critical-service-pod-template"}, "template": {"spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}}});
+    Api::<PodTemplate>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &json(template))
+        .await
+        .expect("template");
+    let cr = serde_json::json!({"apiVersion": "mycrd.com/v1", "kind": "CriticalService", "metadata": {"name": "critical"},
+        "spec": {"namespace": ns, "matchLabels": [{"key": "tier", "value": "critical"}]}});
+    Api::<CriticalService>::all(client.clone())
+        .create(&PostParams::default(), &json(cr))
+        .await
+        .expect("cr");
 }

@@ -1,0 +1,1497 @@
+//! `vigil-bench critical-service-scale`: Vigil's CriticalService controller against a large
+//! namespace, measured with Vigil in its own process. The product target: 10,000 Services,
+//! 50,000 pods and 1,000 CriticalServices reach steady state in under 10 s, Vigil's peak RSS stays
+//! under 100 MB, and in steady state Vigil makes no writes and no LIST beyond its watches' start.
+//!
+//! 1. Setup, before Vigil runs: `vigil sandbox --no-kubelet` (a child) gets namespace `scale`, the
+//!    CRD, the default PodTemplate, CriticalServices `cs-<i>` (each covering label `cs=cs-<i>`),
+//!    Services `svc-<j>` (selector `app=svc-<j>`, label `cs=cs-<j mod CRs>`) and their pods, made
+//!    Ready by writing pod status directly (phase Running, podIP, Ready True) as `bench endpoints`
+//!    does. A deterministic 1% of the Services (`j mod 100 == (j / 100) mod 100`: one in every
+//!    block of 100, each covered by a different CriticalService) get no pods: they are lame and
+//!    need a fallback. Setup ends once the sandbox's EndpointSlices list every pod.
+//! 2. `vigil run` starts (a child); steady state is reached when every lame Service has its
+//!    fallback pod (a watch on Vigil's pods) and every CriticalService's status is at its
+//!    generation with the right counts (a list of the CriticalServices every 500 ms).
+//! 3. Steady state: for `--steady-seconds`, watches on pods, CriticalServices and Events count
+//!    every write (the bench writes nothing then, so all are Vigil's), and Vigil's `/metrics` its
+//!    reconciles. Vigil has no API request metric: its LISTs are inferred (kube-runtime watchers
+//!    list only when they start or must re-list, which they log at debug level, enabled here).
+//! 4. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's.
+//!
+//! Figures only: nothing is asserted; what Vigil did wrong is listed under "anomalies".
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplate, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::{Client, CustomResourceExt as _, Resource, ResourceExt as _};
+use serde_json::json;
+use vigil_apis::CriticalService;
+
+use crate::support::client::own_client;
+use crate::support::fmt::diff;
+use crate::support::fmt::fmt_count;
+use crate::support::fmt::fmt_opt;
+use crate::support::fmt::fmt_opt_count;
+use crate::support::http::{HTTP_TIMEOUT, http_get};
+use crate::support::metrics::Reconciles;
+use crate::support::sandbox::spawn_sandbox;
+use crate::support::temp::TempFile;
+use crate::support::usage::{CLK_TCK, cpu_seconds, rss_mib};
+use crate::support::vigil::ChildLog;
+
+#[derive(Debug, clap::Args)]
+pub struct ScaleBench {
+    /// Services (`svc-<j>`, selector `app=svc-<j>`).
+    #[arg(long, default_value_t = 10_000)]
+    services: usize,
+    /// Pods, spread evenly over the Services (pods / services each); the 1% lame Services get none.
+    #[arg(long, default_value_t = 50_000)]
+    pods: usize,
+    /// CriticalServices (`cs-<i>`, covering label `cs=cs-<i>`); Services spread evenly over them.
+    #[arg(long, default_value_t = 1_000)]
+    critical_services: usize,
+    /// Requests in flight from the bench while setting up.
+    #[arg(long, default_value_t = 32)]
+    concurrency: usize,
+    /// Length of the steady-state window, in seconds.
+    #[arg(long, default_value_t = 60)]
+    steady_seconds: u64,
+    /// How long to wait for steady state before measuring the window anyway, in seconds.
+    #[arg(long, default_value_t = 600)]
+    settle_timeout_seconds: u64,
+    /// Also write `vigil run`'s log (stderr) to this file.
+    #[arg(long, value_name = "FILE")]
+    vigil_log: Option<PathBuf>,
+    /// `RUST_LOG` of `vigil run` (kube-runtime's watcher logs its watch and list errors at debug).
+    #[arg(long, default_value = "info,kube_runtime::watcher=debug")]
+    vigil_rust_log: String,
+}
+
+const NS: &str = "scale";
+const TEMPLATE: &str = "critical-service-pod-template";
+/// `vigil run`'s default `--pod-name-prefix`.
+const PREFIX: &str = "service-watcher";
+/// Vigil's mark on the pods it creates, and the Service a fallback answers for.
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const SERVICE_LABEL: &str = "vigil.dev/service";
+/// kube-runtime's watcher page size (`watcher::Config::default()`): its LISTs come in pages.
+const WATCHER_PAGE: usize = 500;
+/// How often the bench lists the CriticalServices while waiting for steady state.
+const POLL: Duration = Duration::from_millis(500);
+/// The targets.
+const TARGET_SETTLE: Duration = Duration::from_secs(10);
+const TARGET_RSS_BYTES: f64 = 100e6;
+
+/// Which Services exist, which are lame, and which CriticalService covers each.
+struct Layout {
+    services: usize,
+    crs: usize,
+    per_service: usize,
+    /// Services that get pods, in order.
+    healthy: Vec<usize>,
+    /// Services without pods.
+    lame: Vec<usize>,
+    /// Per CriticalService: Services covered, fallbacks due.
+    expected: Vec<(u32, u32)>,
+}
+
+impl Layout {
+    fn new(args: &ScaleBench) -> Self {
+        let is_lame = |j: usize| j % 100 == (j / 100) % 100;
+        let (lame, healthy): (Vec<usize>, Vec<usize>) =
+            (0..args.services).partition(|j| is_lame(*j));
+        let mut expected = vec![(0u32, 0u32); args.critical_services];
+        for j in 0..args.services {
+            let e = &mut expected[j % args.critical_services];
+            e.0 += 1;
+            if is_lame(j) {
+                e.1 += 1;
+            }
+        }
+        Self {
+            services: args.services,
+            crs: args.critical_services,
+            per_service: args.pods / args.services,
+            healthy,
+            lame,
+            expected,
+        }
+    }
+
+    fn pods(&self) -> usize {
+        self.healthy.len() * self.per_service
+    }
+
+    /// Pod `p`: Service `healthy[p mod n]`, replica `p / n` (replica k of every Service first).
+    fn pod(&self, p: usize) -> (usize, usize) {
+        let n = self.healthy.len();
+        (self.healthy[p % n], p / n)
+    }
+}
+
+fn fallback_name(j: usize) -> String {
+    format!("{PREFIX}-svc-{j}")
+}
+
+pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.critical_services > 0
+            && args.services >= args.critical_services
+            && args.pods >= args.services
+            && args.concurrency > 0,
+        "need services >= critical-services > 0, pods >= services, concurrency > 0"
+    );
+    let began = Instant::now();
+    let layout = Layout::new(&args);
+    let mut anomalies: Vec<String> = Vec::new();
+    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
+        "vigil-bench-critical-service-scale-{}.kubeconfig",
+        std::process::id()
+    )));
+    let kubeconfig_arg = kubeconfig
+        .0
+        .to_str()
+        .context("temp dir path is not UTF-8")?;
+    let sandbox = spawn_sandbox(&["--no-kubelet", "--kubeconfig-out", kubeconfig_arg]).await?;
+    let sandbox_pid = sandbox.process.id().context("sandbox pid")?;
+    let client = Client::try_from(kube::Config::new(
+        sandbox.url.parse().context("sandbox URL")?,
+    ))?;
+
+    // 1. Setup.
+    let setup = setup(&args, &layout, &client).await?;
+
+    // The bench's watches, from before Vigil starts, each on its own connection.
+    let watch_errors: Arc<Mutex<Vec<String>>> = Arc::default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let crs: Api<CriticalService> = Api::all(client.clone());
+    let events: Api<KubeEvent> = Api::all(client.clone());
+    let expected_fallbacks: Arc<HashSet<String>> =
+        Arc::new(layout.lame.iter().map(|j| fallback_name(*j)).collect());
+    let fallbacks: Arc<Mutex<FallbackSeen>> = Arc::default();
+    let cr_writes: Arc<Mutex<CrWrites>> = Arc::default();
+    let event_writes: Arc<Mutex<EventWrites>> = Arc::default();
+    // When the bench last saw a write (any event on its watches: the bench itself writes nothing
+    // once Vigil runs).
+    let last_write: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let mut tasks = Vec::new();
+    {
+        let managed = format!("{MANAGED_BY}=vigil");
+        let rv = current_rv(&pods, &ListParams::default().labels(&managed)).await?;
+        let api: Api<Pod> = Api::namespaced(own_client(&sandbox.url)?, NS);
+        let (seen, expected) = (fallbacks.clone(), expected_fallbacks.clone());
+        let last = last_write.clone();
+        tasks.push(spawn_watch(
+            "fallback pod watch",
+            api,
+            WatchParams::default().labels(&managed),
+            rv,
+            watch_errors.clone(),
+            move |at, event: &WatchEvent<Pod>| {
+                note_write(&last, at, event);
+                if let Ok(mut s) = seen.lock() {
+                    s.apply(at, event, &expected);
+                }
+            },
+        ));
+    }
+    {
+        let rv = current_rv(&crs, &ListParams::default()).await?;
+        let api: Api<CriticalService> = Api::all(own_client(&sandbox.url)?);
+        let writes = cr_writes.clone();
+        let last = last_write.clone();
+        tasks.push(spawn_watch(
+            "CriticalService watch",
+            api,
+            WatchParams::default(),
+            rv,
+            watch_errors.clone(),
+            move |at, event: &WatchEvent<CriticalService>| {
+                note_write(&last, at, event);
+                if let (Ok(mut w), WatchEvent::Modified(cr)) = (writes.lock(), event) {
+                    w.apply(cr);
+                }
+            },
+        ));
+    }
+    {
+        let rv = current_rv(&events, &ListParams::default()).await?;
+        let api: Api<KubeEvent> = Api::all(own_client(&sandbox.url)?);
+        let writes = event_writes.clone();
+        let last = last_write.clone();
+        tasks.push(spawn_watch(
+            "Event watch",
+            api,
+            WatchParams::default(),
+            rv,
+            watch_errors.clone(),
+            move |at, event: &WatchEvent<KubeEvent>| {
+                note_write(&last, at, event);
+                if let Ok(mut w) = writes.lock() {
+                    w.apply(event);
+                }
+            },
+        ));
+    }
+    // Let the watches be established before Vigil's clock starts.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // 2. Start to steady state.
+    let spawned = Instant::now();
+    let mut vigil = spawn_vigil(&kubeconfig.0, &args).await?;
+    let metrics_logged = spawned.elapsed();
+    let settle = settle(&args, &layout, &crs, &fallbacks, &mut vigil, spawned).await?;
+    let (fallbacks_at_steady, unexpected, double_adds) = match fallbacks.lock() {
+        Ok(f) => (
+            f.count_present(&expected_fallbacks),
+            f.unexpected.clone(),
+            f.double_adds,
+        ),
+        Err(_) => (0, Vec::new(), 0),
+    };
+    let multi_written = cr_writes
+        .lock()
+        .map(|w| w.per_cr.values().filter(|n| **n > 1).count())
+        .unwrap_or(0);
+    let startup_cr_writes_max = cr_writes
+        .lock()
+        .map(|w| w.per_cr.values().copied().max().unwrap_or(0))
+        .unwrap_or(0);
+    let rss_at_steady = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
+
+    // 3. Steady state: every pod write now, not only Vigil's pods.
+    let all_pods: Arc<Mutex<PodWrites>> = Arc::default();
+    {
+        let rv = current_rv(&pods, &ListParams::default().limit(1)).await?;
+        let api: Api<Pod> = Api::namespaced(own_client(&sandbox.url)?, NS);
+        let writes = all_pods.clone();
+        let last = last_write.clone();
+        tasks.push(spawn_watch(
+            "pod watch (steady state)",
+            api,
+            WatchParams::default(),
+            rv,
+            watch_errors.clone(),
+            move |at, event: &WatchEvent<Pod>| {
+                note_write(&last, at, event);
+                if let Ok(mut w) = writes.lock() {
+                    w.apply(event);
+                }
+            },
+        ));
+    }
+    let window = Duration::from_secs(args.steady_seconds);
+    let window_started = Instant::now();
+    let writes_now = || {
+        cr_writes.lock().map_or(0, |w| w.modified)
+            + event_writes.lock().map_or(0, |w| w.added + w.modified)
+            + all_pods.lock().map_or(0, |w| w.total())
+    };
+    let mut last_writes = writes_now();
+    // The bench's counters now; Vigil's /metrics as soon as it answers.
+    let at_steady = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
+        .await
+        .unwrap_or_default();
+    // Per sample: reconciles (None when /metrics did not answer) and writes since the last one.
+    let mut timeline: Vec<(Option<f64>, usize)> = Vec::new();
+    let mut last_total = at_steady.reconciles.as_ref().map(Reconciles::total);
+    // A sample every 5 s, the last one when the window closes.
+    let mut k = 1;
+    loop {
+        let until = (window_started + Duration::from_secs(5 * k)).min(window_started + window);
+        tokio::time::sleep_until(until.into()).await;
+        let w = writes_now();
+        let m = reconciles(&vigil).await.ok().map(|m| m.total());
+        timeline.push((m.zip(last_total).map(|(m, l)| m - l), w - last_writes));
+        last_total = m.or(last_total);
+        last_writes = w;
+        if until >= window_started + window {
+            break;
+        }
+        k += 1;
+    }
+    let window_took = window_started.elapsed();
+    // Events already on the wire when the window closes still count.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let at_end = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
+        .await
+        .unwrap_or_default();
+    let pod_writes = all_pods.lock().map(|w| w.clone()).unwrap_or_default();
+    let (peak, now) = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
+    let (sandbox_peak, sandbox_now) = rss_mib(sandbox_pid).unwrap_or((0.0, 0.0));
+    let vigil_exited = vigil.child.exited_note();
+    for task in &tasks {
+        task.abort();
+    }
+
+    // Anomalies.
+    if let Some(note) = &settle.failure {
+        anomalies.push(note.clone());
+    }
+    if !unexpected.is_empty() {
+        anomalies.push(format!(
+            "{} fallback pods created for Services that are not lame: {}",
+            unexpected.len(),
+            unexpected
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if double_adds > 0 {
+        anomalies.push(format!(
+            "{double_adds} fallback pods ADDED again after having been deleted"
+        ));
+    }
+    if at_steady.fallback.deleted + at_steady.fallback.terminating > 0 {
+        anomalies.push(format!(
+            "during startup Vigil deleted fallback pods: {} marked for deletion, {} DELETED",
+            at_steady.fallback.terminating, at_steady.fallback.deleted
+        ));
+    }
+    let errors = |r: &Option<Reconciles>| r.as_ref().map(|r| r.errors);
+    let startup_errors = errors(&at_steady.reconciles).map(|e| e - settle.start_errors);
+    let steady_errors = diff(errors(&at_end.reconciles), errors(&at_steady.reconciles));
+    if startup_errors.is_some_and(|e| e > 0.0) || steady_errors.is_some_and(|e| e > 0.0) {
+        anomalies.push(format!(
+            "reconcile errors: {} during startup, {} in steady state",
+            fmt_opt_count(startup_errors),
+            fmt_opt_count(steady_errors)
+        ));
+    }
+    let scrapes = vigil.scrapes();
+    if scrapes.failed > 0 {
+        anomalies.push(format!(
+            "vigil's metrics/probe server did not answer {} of {} GETs within {} s (the slowest answer took {:.1} s): kubelet probes (1 s timeout by default) would fail then",
+            scrapes.failed,
+            scrapes.attempts,
+            HTTP_TIMEOUT.as_secs(),
+            scrapes.slowest.as_secs_f64()
+        ));
+    }
+    if !vigil_exited.is_empty() {
+        anomalies.push(format!("vigil run is gone{vigil_exited}"));
+    }
+    if let Ok(errors) = watch_errors.lock() {
+        anomalies.extend(errors.iter().map(|e| format!("bench watch failed: {e}")));
+    }
+
+    // Figures.
+    let per_min = |n: f64| n * 60.0 / window_took.as_secs_f64();
+    let steady_writes = at_end.writes_since(&at_steady);
+    let pod_writes_total = pod_writes.total();
+    let writes_total = pod_writes_total + steady_writes.cr_status + steady_writes.events;
+    let total = |r: &Option<Reconciles>| r.as_ref().map(Reconciles::total);
+    let window_reconciles = diff(total(&at_end.reconciles), total(&at_steady.reconciles));
+    let log = vigil.child.log_notes();
+    let watcher_in_window = log.watcher_lines.saturating_sub(at_steady.watcher_lines);
+    let watcher_before = at_steady.watcher_lines;
+
+    say!(
+        "vigil-bench critical-service-scale: {} Services, {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
+        layout.services,
+        layout.pods(),
+        layout.per_service,
+        layout.lame.len(),
+        layout.crs
+    );
+    say!(
+        "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); `vigil sandbox --no-kubelet` pid {sandbox_pid}",
+        vigil.pid(),
+        args.vigil_rust_log
+    );
+    say!(
+        "  setup (before Vigil): {:.1} s: namespace, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
+        setup.total.as_secs_f64(),
+        setup.base.as_secs_f64(),
+        layout.crs,
+        setup.crs.as_secs_f64(),
+        layout.services,
+        setup.services.as_secs_f64(),
+        layout.pods(),
+        2 * layout.pods(),
+        args.concurrency,
+        setup.pods.as_secs_f64(),
+        (2 * layout.pods()) as f64 / setup.pods.as_secs_f64().max(1e-9),
+        setup.slices.as_secs_f64(),
+        setup.slice_count
+    );
+    let secs = |d: Option<Duration>| {
+        d.map_or_else(
+            || "never".to_owned(),
+            |d| format!("{:.2} s", d.as_secs_f64()),
+        )
+    };
+    match settle.steady {
+        Some(steady) => say!(
+            "  start → steady state: {:.2} s   target < {} s {}   (from spawning `vigil run`; seen by the CriticalService list returning then, the one before returned at {})",
+            steady.as_secs_f64(),
+            TARGET_SETTLE.as_secs(),
+            if steady < TARGET_SETTLE {
+                "(met)"
+            } else {
+                "(MISSED)"
+            },
+            secs(settle.previous_poll)
+        ),
+        None => say!(
+            "  start → steady state: NOT REACHED within {} s   target < {} s (MISSED)",
+            args.settle_timeout_seconds,
+            TARGET_SETTLE.as_secs()
+        ),
+    }
+    say!(
+        "    metrics address logged:              {:.2} s",
+        metrics_logged.as_secs_f64()
+    );
+    say!(
+        "    /readyz 200 (every cache synced):    {}",
+        secs(settle.ready)
+    );
+    say!(
+        "    first fallback ADDED:                {}",
+        secs(settle.first_fallback)
+    );
+    say!(
+        "    all {} fallbacks present:           {} (the last one's ADDED event); {} of {} present at the end of the wait",
+        layout.lame.len(),
+        secs(settle.fallbacks_complete),
+        fallbacks_at_steady,
+        layout.lame.len()
+    );
+    say!(
+        "    every status at its generation:      {} (first poll showing it)",
+        secs(settle.all_observed)
+    );
+    say!(
+        "    every status with the right counts:  {} (first poll showing it; covered, lame 0, fallbackActive = its lame Services); last poll: {}/{} right",
+        secs(settle.all_right),
+        settle.last_right,
+        layout.crs
+    );
+    match &at_steady.reconciles {
+        Some(r) => say!(
+            "    startup work:        {} reconciles{}; mean reconcile time {} (includes waiting for the caches to sync; /metrics read {:.1} s after steady state)",
+            fmt_count(r.total()),
+            r.breakdown_since(&Reconciles::default()),
+            r.mean_time(),
+            at_steady.scraped_after.as_secs_f64()
+        ),
+        None => say!("    startup work:        ? reconciles (/metrics did not answer)"),
+    }
+    say!(
+        "    startup writes seen: {} fallback creates, {} fallback deletes, {} fallback updates; {} CriticalService status writes ({} CRs written more than once, at most {} times); {} Events ({})",
+        at_steady.fallback.added,
+        at_steady.fallback.deleted + at_steady.fallback.terminating,
+        at_steady.fallback.modified,
+        at_steady.cr_status,
+        multi_written,
+        startup_cr_writes_max,
+        at_steady.events,
+        at_steady.event_reasons
+    );
+    say!(
+        "      status writes that changed each field: {}",
+        changes_since(&at_steady.cr_changes, &BTreeMap::new())
+    );
+    say!(
+        "    vigil at steady state: CPU {} s since start (utime+stime, {CLK_TCK} ticks/s), RSS {:.1} MiB, peak so far {:.1} MiB",
+        fmt_opt(at_steady.vigil_cpu),
+        rss_at_steady.1,
+        rss_at_steady.0
+    );
+    say!(
+        "  steady state:         {:.1} s window{}",
+        window_took.as_secs_f64(),
+        if settle.steady.is_none() {
+            " (steady state was NOT reached: these figures are for whatever Vigil was doing)"
+        } else {
+            ""
+        }
+    );
+    say!(
+        "    writes:              {writes_total} ({:.1}/min)   target 0 {}: pods {} ADDED, {} MODIFIED, {} DELETED ({} of them Vigil's fallback pods); CriticalService status {}; Events {} created, {} updated",
+        per_min(writes_total as f64),
+        if writes_total == 0 {
+            "(met)"
+        } else {
+            "(MISSED)"
+        },
+        pod_writes.added,
+        pod_writes.modified,
+        pod_writes.deleted,
+        pod_writes.fallback,
+        steady_writes.cr_status,
+        steady_writes.events_added,
+        steady_writes.events - steady_writes.events_added
+    );
+    if steady_writes.cr_status > 0 {
+        say!(
+            "      status writes that changed each field: {}",
+            steady_writes.cr_changes
+        );
+    }
+    match (&at_end.reconciles, &at_steady.reconciles, window_reconciles) {
+        (Some(end), Some(start), Some(n)) => say!(
+            "    reconciles:          {} ({:.1}/min){}",
+            fmt_count(n),
+            per_min(n),
+            end.breakdown_since(start),
+        ),
+        _ => say!("    reconciles:          ? (/metrics did not answer)"),
+    }
+    say!(
+        "    per 5 s:             reconciles [{}], writes [{}] (? = /metrics did not answer; the next figure covers both); the last write seen {} after start",
+        timeline
+            .iter()
+            .map(|v| fmt_opt_count(v.0))
+            .collect::<Vec<_>>()
+            .join(", "),
+        timeline
+            .iter()
+            .map(|v| v.1.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        last_write.lock().ok().and_then(|l| *l).map_or_else(
+            || "never".to_owned(),
+            |t| format!(
+                "{:.2} s",
+                t.saturating_duration_since(spawned).as_secs_f64()
+            )
+        )
+    );
+    let pages = |n: usize| n.div_ceil(WATCHER_PAGE).max(1);
+    let start_pages = pages(layout.crs)
+        + pages(layout.services)
+        + pages(layout.pods())
+        + pages(setup.slice_count)
+        + pages(1);
+    say!(
+        "    LIST requests:       {watcher_in_window} inferred in the window   target 0 {}: Vigil has no request metric; its 5 kube-runtime watchers (CriticalServices, and in {NS} Services, pods, EndpointSlices; PodTemplates everywhere) LIST only when they start (~{start_pages} pages of {WATCHER_PAGE} here) or must re-list, and log every watch/list error at debug level (RUST_LOG above): {watcher_in_window} such kube_runtime::watcher lines in the window, {watcher_before} before it",
+        if watcher_in_window == 0 {
+            "(met)"
+        } else {
+            "(MISSED?)"
+        }
+    );
+    let window_cpu = diff(at_end.vigil_cpu, at_steady.vigil_cpu);
+    say!(
+        "    CPU:                 vigil {} s ({} of one core), sandbox {} s",
+        fmt_opt(window_cpu),
+        window_cpu.map_or_else(
+            || "?".to_owned(),
+            |c| format!("{:.1}%", 100.0 * c / window_took.as_secs_f64())
+        ),
+        fmt_opt(diff(at_end.sandbox_cpu, at_steady.sandbox_cpu))
+    );
+    say!(
+        "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window; metrics/probe server: {} GETs, {} unanswered within {} s, slowest {:.2} s",
+        peak * 1024.0 * 1024.0 / 1e6,
+        if peak * 1024.0 * 1024.0 < TARGET_RSS_BYTES {
+            "(met)"
+        } else {
+            "(MISSED)"
+        },
+        fmt_opt(at_end.vigil_cpu),
+        fmt_opt(at_steady.vigil_cpu),
+        fmt_opt(window_cpu),
+        scrapes.attempts,
+        scrapes.failed,
+        HTTP_TIMEOUT.as_secs(),
+        scrapes.slowest.as_secs_f64()
+    );
+    say!(
+        "  vigil log:            {} WARN, {} ERROR lines; {} kube_runtime::watcher lines{}",
+        log.warnings,
+        log.errors,
+        log.watcher_lines,
+        log.first
+            .iter()
+            .map(|l| format!("\n    {l}"))
+            .collect::<String>()
+    );
+    say!(
+        "  sandbox:              peak RSS {sandbox_peak:.1} MiB (VmHWM, setup included), now {sandbox_now:.1} MiB; CPU {} s in all",
+        fmt_opt(at_end.sandbox_cpu)
+    );
+    if anomalies.is_empty() {
+        say!("  anomalies:            none");
+    } else {
+        say!("  anomalies:            {}", anomalies.len());
+        for a in &anomalies {
+            say!("    - {a}");
+        }
+    }
+    say!(
+        "  reproduce:            cargo run --release -p vigil -- bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {}",
+        args.services,
+        args.pods,
+        args.critical_services,
+        args.concurrency,
+        args.steady_seconds
+    );
+    say!(
+        "  total runtime:        {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    // Vigil first, then the sandbox (both killed on drop), then the kubeconfig.
+    drop(vigil);
+    drop(sandbox);
+    drop(kubeconfig);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup.
+
+/// How long each part of the setup took.
+struct Setup {
+    base: Duration,
+    crs: Duration,
+    services: Duration,
+    pods: Duration,
+    slices: Duration,
+    slice_count: usize,
+    total: Duration,
+}
+
+async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::Result<Setup> {
+    let started = Instant::now();
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .context("creating namespace scale")?;
+    Api::<CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &CriticalService::crd())
+        .await
+        .context("creating the CriticalService CRD")?;
+    let crs: Api<CriticalService> = Api::all(client.clone());
+    let served = Instant::now();
+    while crs.list(&ListParams::default().limit(1)).await.is_err() {
+        anyhow::ensure!(
+            served.elapsed() < Duration::from_secs(30),
+            "the CriticalService CRD was not served within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Api::<PodTemplate>::namespaced(client.clone(), NS)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": TEMPLATE},
+                "template": {
+                    "metadata": {"name": "critical-service-pod"},
+                    "spec": {"containers": [{"name": "nginx", "image": "nginx:1.7.9"}]}
+                }
+            }))?,
+        )
+        .await
+        .context("creating the PodTemplate")?;
+    let base = started.elapsed();
+
+    let phase = Instant::now();
+    in_parallel("CriticalServices", layout.crs, args.concurrency, |i| {
+        let crs = crs.clone();
+        async move {
+            let cr: CriticalService = serde_json::from_value(json!({
+                "apiVersion": "mycrd.com/v1", "kind": "CriticalService",
+                "metadata": {"name": format!("cs-{i}")},
+                "spec": {"namespace": NS, "matchLabels": [{"key": "cs", "value": format!("cs-{i}")}]}
+            }))?;
+            crs.create(&PostParams::default(), &cr)
+                .await
+                .with_context(|| format!("creating CriticalService cs-{i}"))?;
+            Ok(())
+        }
+    })
+    .await?;
+    let crs_took = phase.elapsed();
+
+    let phase = Instant::now();
+    let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    in_parallel("Services", layout.services, args.concurrency, |j| {
+        let services = services.clone();
+        let cs = format!("cs-{}", j % layout.crs);
+        async move {
+            let svc: Service = serde_json::from_value(json!({
+                "metadata": {"name": format!("svc-{j}"), "labels": {"cs": cs}},
+                "spec": {
+                    "selector": {"app": format!("svc-{j}")},
+                    "ports": [{"name": "http", "port": 80, "targetPort": 8080}]
+                }
+            }))?;
+            services
+                .create(&PostParams::default(), &svc)
+                .await
+                .with_context(|| format!("creating Service svc-{j}"))?;
+            Ok(())
+        }
+    })
+    .await?;
+    let services_took = phase.elapsed();
+
+    let phase = Instant::now();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    in_parallel("pods (created and made Ready)", layout.pods(), args.concurrency, |p| {
+        let pods = pods.clone();
+        let (j, k) = layout.pod(p);
+        async move {
+            let name = format!("svc-{j}-{k}");
+            let pod: Pod = serde_json::from_value(json!({
+                "metadata": {"name": name, "labels": {"app": format!("svc-{j}")}},
+                "spec": {"nodeName": "scale-node", "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
+            }))?;
+            pods.create(&PostParams::default(), &pod)
+                .await
+                .with_context(|| format!("creating pod {name}"))?;
+            let ip = format!("10.{}.{}.{}", 1 + p / 65_536, (p / 256) % 256, p % 256);
+            let status = json!({"status": {
+                "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+                "conditions": [{"type": "Ready", "status": "True"}]
+            }});
+            pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+                .await
+                .with_context(|| format!("making pod {name} Ready"))?;
+            Ok(())
+        }
+    })
+    .await?;
+    let pods_took = phase.elapsed();
+
+    // The sandbox's EndpointSlices list every pod ready (and nothing for the lame Services).
+    let phase = Instant::now();
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let slice_count = loop {
+        let list = slices
+            .list(&ListParams::default())
+            .await
+            .context("listing EndpointSlices")?;
+        let mut ready: HashMap<&str, usize> = HashMap::new();
+        for slice in &list.items {
+            if let Some(service) = slice.labels().get("kubernetes.io/service-name") {
+                let n = slice
+                    .endpoints
+                    .iter()
+                    .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) == Some(true))
+                    .count();
+                *ready.entry(service.as_str()).or_default() += n;
+            }
+        }
+        let wrong = layout
+            .healthy
+            .iter()
+            .filter(|j| {
+                ready.get(format!("svc-{j}").as_str()).copied().unwrap_or(0) != layout.per_service
+            })
+            .count()
+            + layout
+                .lame
+                .iter()
+                .filter(|j| ready.get(format!("svc-{j}").as_str()).copied().unwrap_or(0) != 0)
+                .count();
+        if wrong == 0 {
+            break list.items.len();
+        }
+        anyhow::ensure!(
+            phase.elapsed() < Duration::from_secs(600),
+            "EndpointSlices not settled after 600 s: {wrong} Services still wrong"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    let slices_took = phase.elapsed();
+    eprintln!(
+        "setup done in {:.1} s (EndpointSlices settled, {slice_count} slices); starting vigil run",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(Setup {
+        base,
+        crs: crs_took,
+        services: services_took,
+        pods: pods_took,
+        slices: slices_took,
+        slice_count,
+        total: started.elapsed(),
+    })
+}
+
+/// Runs `count` requests with `concurrency` in flight, printing progress on stderr.
+async fn in_parallel<F, Fut>(
+    what: &str,
+    count: usize,
+    concurrency: usize,
+    make: F,
+) -> anyhow::Result<()>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<()>>,
+{
+    let started = Instant::now();
+    let done = AtomicUsize::new(0);
+    let step = (count / 5).max(1000);
+    futures::stream::iter((0..count).map(|i| {
+        let fut = make(i);
+        let done = &done;
+        async move {
+            fut.await?;
+            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_multiple_of(step) || n == count {
+                eprintln!(
+                    "setup: {what}: {n}/{count} after {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+            }
+            anyhow::Ok(())
+        }
+    }))
+    .buffer_unordered(concurrency.max(1))
+    .try_collect::<Vec<()>>()
+    .await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start to steady state.
+
+/// When each milestone was first seen, from spawning `vigil run`.
+struct Settle {
+    ready: Option<Duration>,
+    first_fallback: Option<Duration>,
+    fallbacks_complete: Option<Duration>,
+    all_observed: Option<Duration>,
+    all_right: Option<Duration>,
+    steady: Option<Duration>,
+    /// The poll before the one that showed steady state.
+    previous_poll: Option<Duration>,
+    /// CriticalServices right at the last poll.
+    last_right: usize,
+    start_errors: f64,
+    failure: Option<String>,
+}
+
+async fn settle(
+    args: &ScaleBench,
+    layout: &Layout,
+    crs: &Api<CriticalService>,
+    fallbacks: &Mutex<FallbackSeen>,
+    vigil: &mut Vigil,
+    spawned: Instant,
+) -> anyhow::Result<Settle> {
+    let deadline = spawned + Duration::from_secs(args.settle_timeout_seconds);
+    let expected: HashSet<String> = layout.lame.iter().map(|j| fallback_name(*j)).collect();
+    let mut out = Settle {
+        ready: None,
+        first_fallback: None,
+        fallbacks_complete: None,
+        all_observed: None,
+        all_right: None,
+        steady: None,
+        previous_poll: None,
+        last_right: 0,
+        start_errors: reconciles(vigil).await.map_or(0.0, |r| r.errors),
+        failure: None,
+    };
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_progress = Instant::now();
+    let mut last_poll: Option<Duration> = None;
+    let mut list_error: Option<String>;
+    loop {
+        tick.tick().await;
+        if out.ready.is_none() && matches!(vigil.get("/readyz").await, Ok((200, _))) {
+            out.ready = Some(spawned.elapsed());
+        }
+        let list = crs.list(&ListParams::default()).await;
+        let at = spawned.elapsed();
+        let (first_added, complete, present) = match fallbacks.lock() {
+            Ok(f) => (
+                f.first_added,
+                f.last_expected_added,
+                f.count_present(&expected),
+            ),
+            Err(_) => (None, None, 0),
+        };
+        out.first_fallback = first_added.map(|t| t.saturating_duration_since(spawned));
+        let all_fallbacks = present == expected.len();
+        out.fallbacks_complete = all_fallbacks
+            .then(|| complete.map(|t| t.saturating_duration_since(spawned)))
+            .flatten()
+            .or(all_fallbacks.then_some(Duration::ZERO));
+        let (observed, right) = match &list {
+            Ok(list) => {
+                list_error = None;
+                check_statuses(layout, &list.items)
+            }
+            Err(e) => {
+                list_error = Some(format!("{e}"));
+                (0, 0)
+            }
+        };
+        out.last_right = right;
+        if observed == layout.crs && out.all_observed.is_none() {
+            out.all_observed = Some(at);
+        }
+        if right == layout.crs && out.all_right.is_none() {
+            out.all_right = Some(at);
+        }
+        if right == layout.crs && all_fallbacks {
+            out.steady = Some(at);
+            out.previous_poll = last_poll;
+            return Ok(out);
+        }
+        last_poll = Some(at);
+        if last_progress.elapsed() >= Duration::from_secs(10) {
+            last_progress = Instant::now();
+            let m = reconciles(vigil).await.ok();
+            eprintln!(
+                "waiting for steady state: {:.0} s: fallbacks {present}/{}, statuses at generation {observed}/{}, right {right}/{}, reconciles {}, vigil RSS {:.1} MiB{}",
+                at.as_secs_f64(),
+                expected.len(),
+                layout.crs,
+                layout.crs,
+                fmt_opt_count(m.map(|m| m.total())),
+                rss_mib(vigil.pid()).map_or(0.0, |r| r.1),
+                list_error
+                    .as_deref()
+                    .map(|e| format!(", list error: {e}"))
+                    .unwrap_or_default()
+            );
+        }
+        let exited = vigil.child.exited_note();
+        if !exited.is_empty() || Instant::now() > deadline {
+            out.failure = Some(format!(
+                "steady state not reached within {:.0} s: fallbacks {present}/{}, statuses at generation {observed}/{}, right {right}/{}{}{exited}",
+                at.as_secs_f64(),
+                expected.len(),
+                layout.crs,
+                layout.crs,
+                list_error
+                    .map(|e| format!(", last list error: {e}"))
+                    .unwrap_or_default()
+            ));
+            return Ok(out);
+        }
+    }
+}
+
+/// CriticalServices whose status is at their generation, and those also with the right counts.
+fn check_statuses(layout: &Layout, items: &[CriticalService]) -> (usize, usize) {
+    let mut observed = 0;
+    let mut right = 0;
+    for cr in items {
+        let Some(i) = cr
+            .name_any()
+            .strip_prefix("cs-")
+            .and_then(|i| i.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let Some(&(covered, fallbacks)) = layout.expected.get(i) else {
+            continue;
+        };
+        let Some(status) = &cr.status else {
+            continue;
+        };
+        if status.observed_generation.is_none()
+            || status.observed_generation != cr.metadata.generation
+        {
+            continue;
+        }
+        observed += 1;
+        if status.covered == covered && status.lame == 0 && status.fallback_active == fallbacks {
+            right += 1;
+        }
+    }
+    (observed, right)
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the bench's watches saw.
+
+/// Vigil's fallback pods, from a watch with its managed-by label.
+#[derive(Debug, Clone, Default)]
+struct FallbackSeen {
+    /// Present and not being deleted.
+    present: HashSet<String>,
+    /// Ever seen (to notice a pod created again).
+    ever: HashSet<String>,
+    added: usize,
+    modified: usize,
+    /// Marked for deletion (deletionTimestamp appeared).
+    terminating: usize,
+    deleted: usize,
+    double_adds: usize,
+    first_added: Option<Instant>,
+    /// When the last expected fallback arrived.
+    last_expected_added: Option<Instant>,
+    /// Fallbacks of Services that are not lame.
+    unexpected: Vec<String>,
+}
+
+impl FallbackSeen {
+    fn apply(&mut self, at: Instant, event: &WatchEvent<Pod>, expected: &HashSet<String>) {
+        match event {
+            WatchEvent::Added(pod) => {
+                let name = pod.name_any();
+                self.added += 1;
+                self.first_added.get_or_insert(at);
+                if !self.ever.insert(name.clone()) {
+                    self.double_adds += 1;
+                }
+                if expected.contains(&name) {
+                    self.last_expected_added = Some(at);
+                } else {
+                    let service = pod.labels().get(SERVICE_LABEL).cloned().unwrap_or_default();
+                    self.unexpected.push(format!("{name} (Service {service})"));
+                }
+                self.present.insert(name);
+            }
+            WatchEvent::Modified(pod) => {
+                self.modified += 1;
+                if pod.metadata.deletion_timestamp.is_some() && self.present.remove(&pod.name_any())
+                {
+                    self.terminating += 1;
+                }
+            }
+            WatchEvent::Deleted(pod) => {
+                self.deleted += 1;
+                self.present.remove(&pod.name_any());
+            }
+            WatchEvent::Bookmark(_) | WatchEvent::Error(_) => {}
+        }
+    }
+
+    fn count_present(&self, expected: &HashSet<String>) -> usize {
+        expected
+            .iter()
+            .filter(|n| self.present.contains(*n))
+            .count()
+    }
+}
+
+/// MODIFIED events on CriticalServices: status writes (the bench changes no spec), and what each
+/// one changed.
+#[derive(Debug, Default)]
+struct CrWrites {
+    modified: usize,
+    per_cr: HashMap<String, usize>,
+    /// The status last seen, per CriticalService.
+    last: HashMap<String, serde_json::Value>,
+    /// How many writes changed each status field ("first status" for the first one).
+    changed: BTreeMap<String, usize>,
+}
+
+impl CrWrites {
+    fn apply(&mut self, cr: &CriticalService) {
+        let name = cr.name_any();
+        self.modified += 1;
+        *self.per_cr.entry(name.clone()).or_default() += 1;
+        let new = serde_json::to_value(&cr.status).unwrap_or_default();
+        let old = self.last.insert(name, new.clone()).unwrap_or_default();
+        let mut fields = std::collections::BTreeSet::new();
+        status_changes(&old, &new, &mut fields);
+        if fields.is_empty() {
+            fields.insert("nothing in status".to_owned());
+        }
+        for f in fields {
+            *self.changed.entry(f).or_default() += 1;
+        }
+    }
+}
+
+/// The status fields that differ: top-level keys, and per field of `services[]` and
+/// `conditions[]` entries (conditions matched by type).
+fn status_changes(
+    old: &serde_json::Value,
+    new: &serde_json::Value,
+    out: &mut std::collections::BTreeSet<String>,
+) {
+    use serde_json::Value;
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        out.insert("first status".to_owned());
+        return;
+    };
+    let keys: std::collections::BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for key in keys {
+        let (a, b) = (old.get(key), new.get(key));
+        if a == b {
+            continue;
+        }
+        let entries = |v: Option<&Value>| v.and_then(Value::as_array).cloned().unwrap_or_default();
+        match key.as_str() {
+            "services" | "conditions" => {
+                let (a, b) = (entries(a), entries(b));
+                let id = |e: &Value| {
+                    if key == "conditions" {
+                        e.get("type").cloned()
+                    } else {
+                        e.get("name").cloned()
+                    }
+                };
+                let before: HashMap<String, &Value> = a
+                    .iter()
+                    .filter_map(|e| Some((id(e)?.to_string(), e)))
+                    .collect();
+                if a.len() != b.len() {
+                    out.insert(format!("{key} (entries added or removed)"));
+                }
+                for e in &b {
+                    let Some(prev) = id(e).and_then(|i| before.get(&i.to_string()).copied()) else {
+                        continue;
+                    };
+                    let (Some(e), Some(prev)) = (e.as_object(), prev.as_object()) else {
+                        continue;
+                    };
+                    for (field, v) in e {
+                        if prev.get(field) != Some(v) {
+                            out.insert(format!("{key}[].{field}"));
+                        }
+                    }
+                }
+            }
+            _ => {
+                out.insert(key.clone());
+            }
+        }
+    }
+}
+
+/// Events (events.k8s.io/v1, every namespace) created or updated: Vigil's Recorder.
+#[derive(Debug, Default)]
+struct EventWrites {
+    added: usize,
+    modified: usize,
+    by_reason: BTreeMap<String, usize>,
+}
+
+impl EventWrites {
+    fn apply(&mut self, event: &WatchEvent<KubeEvent>) {
+        let e = match event {
+            WatchEvent::Added(e) => {
+                self.added += 1;
+                e
+            }
+            WatchEvent::Modified(e) => {
+                self.modified += 1;
+                e
+            }
+            _ => return,
+        };
+        *self
+            .by_reason
+            .entry(e.reason.clone().unwrap_or_default())
+            .or_default() += 1;
+    }
+}
+
+/// Every pod event in the namespace during the steady-state window.
+#[derive(Debug, Clone, Default)]
+struct PodWrites {
+    added: usize,
+    modified: usize,
+    deleted: usize,
+    /// Of those, on pods with Vigil's managed-by label.
+    fallback: usize,
+}
+
+impl PodWrites {
+    fn apply(&mut self, event: &WatchEvent<Pod>) {
+        let pod = match event {
+            WatchEvent::Added(p) => {
+                self.added += 1;
+                p
+            }
+            WatchEvent::Modified(p) => {
+                self.modified += 1;
+                p
+            }
+            WatchEvent::Deleted(p) => {
+                self.deleted += 1;
+                p
+            }
+            _ => return,
+        };
+        if pod.labels().get(MANAGED_BY).is_some_and(|v| v == "vigil") {
+            self.fallback += 1;
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.added + self.modified + self.deleted
+    }
+}
+
+/// Counters and resources at one moment.
+#[derive(Debug, Default)]
+struct Snapshot {
+    /// None when /metrics did not answer.
+    reconciles: Option<Reconciles>,
+    /// How long after the other figures /metrics was read.
+    scraped_after: Duration,
+    fallback: FallbackSeen,
+    cr_status: usize,
+    cr_changes: BTreeMap<String, usize>,
+    events: usize,
+    events_added: usize,
+    event_reasons: String,
+    watcher_lines: usize,
+    vigil_cpu: Option<f64>,
+    sandbox_cpu: Option<f64>,
+}
+
+/// What changed between two snapshots.
+struct SteadyWrites {
+    cr_status: usize,
+    cr_changes: String,
+    events: usize,
+    events_added: usize,
+}
+
+impl Snapshot {
+    async fn take(
+        vigil: &Vigil,
+        sandbox_pid: u32,
+        fallbacks: &Mutex<FallbackSeen>,
+        cr_writes: &Mutex<CrWrites>,
+        event_writes: &Mutex<EventWrites>,
+    ) -> anyhow::Result<Self> {
+        // The bench's own counters and /proc first; Vigil's /metrics may be slow to answer.
+        let taken = Instant::now();
+        let vigil_cpu = vigil.child.cpu_seconds();
+        let sandbox_cpu = cpu_seconds(sandbox_pid);
+        let watcher_lines = vigil.child.log_notes().watcher_lines;
+        let fallback = fallbacks
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .clone();
+        let (cr_status, cr_changes) = {
+            let w = cr_writes.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+            (w.modified, w.changed.clone())
+        };
+        let (events, events_added, event_reasons) = {
+            let e = event_writes
+                .lock()
+                .map_err(|_| anyhow::anyhow!("poisoned"))?;
+            let reasons = e
+                .by_reason
+                .iter()
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (e.added + e.modified, e.added, reasons)
+        };
+        let reconciles = reconciles_patiently(vigil, Duration::from_secs(60)).await;
+        Ok(Self {
+            reconciles,
+            scraped_after: taken.elapsed(),
+            fallback,
+            cr_status,
+            cr_changes,
+            events,
+            events_added,
+            event_reasons,
+            watcher_lines,
+            vigil_cpu,
+            sandbox_cpu,
+        })
+    }
+
+    fn writes_since(&self, before: &Self) -> SteadyWrites {
+        SteadyWrites {
+            cr_status: self.cr_status.saturating_sub(before.cr_status),
+            cr_changes: changes_since(&self.cr_changes, &before.cr_changes),
+            events: self.events.saturating_sub(before.events),
+            events_added: self.events_added.saturating_sub(before.events_added),
+        }
+    }
+}
+
+/// "field n, …" for the counts that grew since `before`.
+fn changes_since(now: &BTreeMap<String, usize>, before: &BTreeMap<String, usize>) -> String {
+    let parts: Vec<String> = now
+        .iter()
+        .filter_map(|(k, n)| {
+            let d = n.saturating_sub(before.get(k).copied().unwrap_or(0));
+            (d > 0).then(|| format!("{k} {d}"))
+        })
+        .collect();
+    if parts.is_empty() {
+        "none".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// Records the arrival of an object event (not bookmarks or errors) as the last write seen.
+fn note_write<K>(last: &Mutex<Option<Instant>>, at: Instant, event: &WatchEvent<K>) {
+    if matches!(
+        event,
+        WatchEvent::Added(_) | WatchEvent::Modified(_) | WatchEvent::Deleted(_)
+    ) && let Ok(mut l) = last.lock()
+    {
+        *l = Some(at);
+    }
+}
+
+/// The resourceVersion of a list, to watch from.
+async fn current_rv<K>(api: &Api<K>, params: &ListParams) -> anyhow::Result<String>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list_metadata(params)
+        .await
+        .context("listing to start a watch")?
+        .metadata
+        .resource_version
+        .unwrap_or_default())
+}
+
+/// Watches from `rv` until aborted, resuming after each server-side timeout, and hands every
+/// event to `on` with its arrival time. A failure is recorded in `errors`.
+fn spawn_watch<K, F>(
+    what: &'static str,
+    api: Api<K>,
+    params: WatchParams,
+    mut rv: String,
+    errors: Arc<Mutex<Vec<String>>>,
+    mut on: F,
+) -> tokio::task::JoinHandle<()>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    F: FnMut(Instant, &WatchEvent<K>) + Send + 'static,
+{
+    tokio::spawn(async move {
+        let result: anyhow::Result<()> = async {
+            loop {
+                let stream = api.watch(&params.clone().timeout(290), &rv).await?;
+                let mut stream = stream.boxed();
+                while let Some(event) = stream.try_next().await? {
+                    let at = Instant::now();
+                    match &event {
+                        WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o) => {
+                            if let Some(v) = &o.meta().resource_version {
+                                rv.clone_from(v);
+                            }
+                        }
+                        WatchEvent::Bookmark(b) => rv.clone_from(&b.metadata.resource_version),
+                        WatchEvent::Error(s) => {
+                            anyhow::bail!("watch error {}: {}", s.code, s.message)
+                        }
+                    }
+                    on(at, &event);
+                }
+            }
+        }
+        .await;
+        if let Err(e) = result
+            && let Ok(mut errors) = errors.lock()
+        {
+            errors.push(format!("{what}: {e:#}"));
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `vigil run` child.
+
+/// `vigil run` as a child process (see `support::vigil`), and how its metrics server answered.
+struct Vigil {
+    child: crate::support::vigil::Vigil,
+    scrapes: Arc<Mutex<Scrapes>>,
+}
+
+/// How Vigil's metrics and probe server answered the bench.
+#[derive(Debug, Clone, Copy, Default)]
+struct Scrapes {
+    attempts: usize,
+    /// No answer within [`HTTP_TIMEOUT`] (or a broken one).
+    failed: usize,
+    slowest: Duration,
+}
+
+async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vigil> {
+    let copy = match &args.vigil_log {
+        Some(path) => Some(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let log = ChildLog {
+        rust_log: args.vigil_rust_log.clone(),
+        copy,
+    };
+    let flags = [
+        "--controllers",
+        "criticalservice",
+        "--namespaces",
+        NS,
+        "--pod-template-ns",
+        NS,
+    ];
+    Ok(Vigil {
+        child: crate::support::vigil::spawn_vigil_with(kubeconfig, &flags, log).await?,
+        scrapes: Arc::default(),
+    })
+}
+
+impl Vigil {
+    /// A GET to Vigil's metrics and probe server, timed.
+    async fn get(&self, path: &str) -> anyhow::Result<(u16, String)> {
+        let started = Instant::now();
+        let result = http_get(&self.child.metrics_addr, path).await;
+        if let Ok(mut s) = self.scrapes.lock() {
+            s.attempts += 1;
+            s.slowest = s.slowest.max(started.elapsed());
+            if result.is_err() {
+                s.failed += 1;
+            }
+        }
+        result
+    }
+
+    fn scrapes(&self) -> Scrapes {
+        self.scrapes.lock().map(|s| *s).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.pid
+    }
+}
+
+/// Vigil's counters, retrying for up to `within` when /metrics does not answer.
+async fn reconciles_patiently(vigil: &Vigil, within: Duration) -> Option<Reconciles> {
+    let deadline = Instant::now() + within;
+    loop {
+        match reconciles(vigil).await {
+            Ok(r) => return Some(r),
+            Err(_) if Instant::now() < deadline => {}
+            Err(_) => return None,
+        }
+    }
+}
+
+async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
+    let (code, body) = vigil
+        .get("/metrics")
+        .await
+        .context("reading vigil's /metrics")?;
+    anyhow::ensure!(code == 200, "vigil's /metrics answered {code}");
+    Ok(Reconciles::parse(&body))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small things.

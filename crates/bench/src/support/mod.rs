@@ -1,0 +1,15 @@
+//! What the benchmarks share: the `vigil` binary and its `sandbox` and `run` children, what a
+//! process uses, a bare HTTP GET, the one Prometheus text parser, temp files, percentiles.
+
+pub mod binary;
+pub mod client;
+pub mod duration;
+pub mod fmt;
+pub mod http;
+pub mod kinds;
+pub mod metrics;
+pub mod sandbox;
+pub mod stats;
+pub mod temp;
+pub mod usage;
+pub mod vigil;

@@ -1,0 +1,369 @@
+//! CustomResourceDefinitions: validating and defaulting the CRD object, turning it into served
+//! resources, and the status the real apiextensions server reports (NamesAccepted, Established).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::field_error::FieldError;
+use crate::registry::meta;
+use crate::registry::resources::{CrdVersion, NameRule, Registry, ResourceInfo, StatusMode};
+use crate::schema;
+
+/// The finalizer the real server puts on every CRD so its objects are deleted first.
+pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
+
+fn str_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+/// Fills in the defaults the server applies to a CRD (singular, listKind, conversion, finalizer).
+pub fn apply_defaults(crd: &mut Value, creating: bool) {
+    let kind = str_at(crd, "/spec/names/kind").to_owned();
+    if let Some(Value::Object(names)) = crd.pointer_mut("/spec/names") {
+        if names
+            .get("singular")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            names.insert("singular".into(), json!(kind.to_lowercase()));
+        }
+        if names
+            .get("listKind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            names.insert("listKind".into(), json!(format!("{kind}List")));
+        }
+    }
+    if let Some(Value::Object(spec)) = crd.get_mut("spec") {
+        spec.entry("conversion")
+            .or_insert_with(|| json!({"strategy": "None"}));
+    }
+    if creating {
+        let mut finalizers = meta::finalizers(crd);
+        if !finalizers.iter().any(|f| f == CLEANUP_FINALIZER) {
+            finalizers.push(CLEANUP_FINALIZER.to_owned());
+            meta::set_meta(crd, "finalizers", json!(finalizers));
+        }
+    }
+}
+
+/// Validates a CRD as the apiextensions server does (the parts clients hit in practice).
+pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let group = str_at(crd, "/spec/group");
+    let plural = str_at(crd, "/spec/names/plural");
+    let kind = str_at(crd, "/spec/names/kind");
+    if group.is_empty() {
+        errors.push(FieldError::required("spec.group", ""));
+    } else if !group.contains('.') {
+        errors.push(FieldError::invalid(
+            "spec.group",
+            &json!(group),
+            "should be a domain with at least one dot",
+        ));
+    }
+    if plural.is_empty() {
+        errors.push(FieldError::required("spec.names.plural", ""));
+    } else if !meta::name_problems(plural, NameRule::Label).is_empty() {
+        errors.push(FieldError::invalid(
+            "spec.names.plural",
+            &json!(plural),
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character",
+        ));
+    }
+    if kind.is_empty() {
+        errors.push(FieldError::required("spec.names.kind", ""));
+    }
+    let expected = format!("{plural}.{group}");
+    if meta::name(crd) != expected {
+        errors.push(FieldError::invalid(
+            "metadata.name",
+            &json!(meta::name(crd)),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    let scope = str_at(crd, "/spec/scope");
+    if scope != "Namespaced" && scope != "Cluster" {
+        errors.push(FieldError::not_supported(
+            "spec.scope",
+            &json!(scope),
+            &[json!("Cluster"), json!("Namespaced")],
+        ));
+    }
+    validate_versions(crd, &mut errors);
+    if let Some(old) = old {
+        for (field, pointer) in [
+            ("spec.group", "/spec/group"),
+            ("spec.names.plural", "/spec/names/plural"),
+            ("spec.scope", "/spec/scope"),
+        ] {
+            if crd.pointer(pointer) != old.pointer(pointer) {
+                errors.push(FieldError::invalid(
+                    field,
+                    crd.pointer(pointer).unwrap_or(&Value::Null),
+                    "field is immutable",
+                ));
+            }
+        }
+    }
+    errors
+}
+
+fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
+    let versions = crd.pointer("/spec/versions").and_then(Value::as_array);
+    let Some(versions) = versions.filter(|v| !v.is_empty()) else {
+        errors.push(FieldError::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
+        return;
+    };
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if storage != 1 {
+        errors.push(FieldError::invalid(
+            "spec.versions",
+            &json!("array"),
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    let mut names = Vec::new();
+    for (i, v) in versions.iter().enumerate() {
+        let name = v.get("name").and_then(Value::as_str).unwrap_or("");
+        let field = format!("spec.versions[{i}]");
+        if name.is_empty() {
+            errors.push(FieldError::required(format!("{field}.name"), ""));
+        } else if names.contains(&name) {
+            errors.push(FieldError::duplicate(format!("{field}.name"), &json!(name)));
+        } else if !meta::name_problems(name, NameRule::Label1035).is_empty() {
+            errors.push(FieldError::invalid(
+                format!("{field}.name"),
+                &json!(name),
+                "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character",
+            ));
+        }
+        names.push(name);
+        match v.pointer("/schema/openAPIV3Schema") {
+            Some(s) => errors.extend(schema::check_structural(
+                s,
+                &format!("{field}.schema.openAPIV3Schema"),
+            )),
+            None => errors.push(FieldError::required(
+                format!("{field}.schema.openAPIV3Schema"),
+                "schemas are required",
+            )),
+        }
+    }
+}
+
+/// The resources a CRD serves (one per served version); empty while it has no established names.
+pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
+    let group = str_at(crd, "/spec/group").to_owned();
+    let plural = str_at(crd, "/spec/names/plural").to_owned();
+    let kind = str_at(crd, "/spec/names/kind").to_owned();
+    let singular = str_at(crd, "/spec/names/singular");
+    let singular = if singular.is_empty() {
+        kind.to_lowercase()
+    } else {
+        singular.to_owned()
+    };
+    let strings = |pointer: &str| -> Vec<String> {
+        crd.pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let storage_version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let storage_key: Arc<str> = Arc::from(format!("{group}/{plural}"));
+    versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| {
+            let version = v.get("name").and_then(Value::as_str)?.to_owned();
+            Some(ResourceInfo {
+                group: group.clone(),
+                version: version.clone(),
+                resource: plural.clone(),
+                singular: singular.clone(),
+                kind: kind.clone(),
+                namespaced: str_at(crd, "/spec/scope") == "Namespaced",
+                short_names: strings("/spec/names/shortNames"),
+                categories: strings("/spec/names/categories"),
+                status: if v.pointer("/subresources/status").is_some() {
+                    StatusMode::Subresource {
+                        keep_on_create: false,
+                    }
+                } else {
+                    StatusMode::None
+                },
+                name_rule: NameRule::Subdomain,
+                storage_key: storage_key.clone(),
+                extra_subresources: &[],
+                delete_returns_object: true,
+                field_selectors: &[],
+                create_on_update: false,
+                tracks_generation: true,
+                storage_api_version: format!("{group}/{storage_version}"),
+                crd: Some(CrdVersion {
+                    crd_name: meta::name(crd).to_owned(),
+                    schema: v.pointer("/schema/openAPIV3Schema").cloned(),
+                    printer_columns: v
+                        .get("additionalPrinterColumns")
+                        .and_then(Value::as_array)
+                        .cloned()
+                        .unwrap_or_default(),
+                    storage: version == storage_version,
+                }),
+            })
+        })
+        .collect()
+}
+
+/// Whether the CRD's names clash with another served resource.
+pub fn names_conflict(registry: &Registry, crd: &Value) -> Option<String> {
+    let group = str_at(crd, "/spec/group");
+    let plural = str_at(crd, "/spec/names/plural");
+    registry
+        .plural_taken(group, plural, meta::name(crd))
+        .then(|| format!("\"{plural}\" is already in use"))
+}
+
+/// The status the server reports once names are accepted: Established and NamesAccepted.
+pub fn status(crd: &Value, conflict: Option<&str>, now: &str) -> Value {
+    let old_conditions = crd
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let condition = |type_: &str, ok: bool, reason: &str, message: &str| {
+        let status = if ok { "True" } else { "False" };
+        let since = old_conditions
+            .iter()
+            .find(|c| {
+                c.get("type").and_then(Value::as_str) == Some(type_)
+                    && c.get("status").and_then(Value::as_str) == Some(status)
+            })
+            .and_then(|c| c.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| json!(now));
+        json!({"type": type_, "status": status, "lastTransitionTime": since, "reason": reason, "message": message})
+    };
+    let mut conditions = match conflict {
+        None => vec![
+            condition("NamesAccepted", true, "NoConflicts", "no conflicts found"),
+            condition(
+                "Established",
+                true,
+                "InitialNamesAccepted",
+                "the initial names have been accepted",
+            ),
+        ],
+        Some(why) => vec![
+            condition("NamesAccepted", false, "AllNamesConflict", why),
+            condition(
+                "Established",
+                false,
+                "NotAccepted",
+                "not all names are accepted",
+            ),
+        ],
+    };
+    if meta::is_deleting(crd) {
+        conditions.push(condition(
+            "Terminating",
+            true,
+            "InstanceDeletionInProgress",
+            "CustomResource deletion is in progress",
+        ));
+    }
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter_map(|v| v.get("name").cloned())
+        .collect();
+    let mut stored: Vec<Value> = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for v in storage {
+        if !stored.contains(&v) {
+            stored.push(v);
+        }
+    }
+    let accepted = if conflict.is_none() {
+        crd.pointer("/spec/names").cloned().unwrap_or(json!({}))
+    } else {
+        json!({"plural": "", "kind": ""})
+    };
+    json!({"acceptedNames": accepted, "conditions": conditions, "storedVersions": stored})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                     "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object", "properties": {"size": {"type": "integer"}}}}}}},
+                    {"name": "v1beta1", "served": true, "storage": false,
+                     "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}
+                ]}
+        })
+    }
+
+    #[test]
+    fn valid_crd_serves_every_served_version() {
+        let mut c = crd();
+        apply_defaults(&mut c, true);
+        assert!(validate(&c, None).is_empty(), "{:?}", validate(&c, None));
+        assert_eq!(c["spec"]["names"]["listKind"], "WidgetList");
+        let served = served_resources(&c);
+        assert_eq!(served.len(), 2);
+        assert!(served[0].has_status_subresource());
+        assert!(!served[1].has_status_subresource());
+        assert_eq!(served[1].storage_api_version, "example.com/v1");
+        let status = status(&c, None, "2026-01-01T00:00:00Z");
+        assert_eq!(status["conditions"][1]["type"], "Established");
+        assert_eq!(status["storedVersions"], json!(["v1"]));
+    }
+
+    #[test]
+    fn invalid_crd_names_fields() {
+        let mut c = crd();
+        c["metadata"]["name"] = json!("wrong");
+        c["spec"]["group"] = json!("nodot");
+        c["spec"]["versions"][1]["storage"] = json!(true);
+        let fields: Vec<String> = validate(&c, None).into_iter().map(|e| e.field).collect();
+        assert!(fields.contains(&"spec.group".to_owned()));
+        assert!(fields.contains(&"metadata.name".to_owned()));
+        assert!(fields.contains(&"spec.versions".to_owned()));
+    }
+}

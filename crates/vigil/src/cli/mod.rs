@@ -1,0 +1,7 @@
+//! The commands of `vigil` besides `run`: the demo, the standalone sandbox, the install
+//! manifests and the status vault's command line.
+
+pub mod demo;
+pub mod manifests;
+pub mod sandbox;
+pub mod status;
