@@ -39,7 +39,10 @@ use vigil_runtime::metrics::{ControllerMetrics, Metrics};
 use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
-use super::decide::{self, BrokerOp, EventNote, FINALIZER, Observed, TopicView, decide};
+use super::decide::{
+    self, BrokerOp, EventNote, FINALIZER, Failure, Inputs, Observation, Observed, Plan, TopicView,
+    Written, decide,
+};
 
 /// Name of the controller in metrics, logs and Events.
 pub const NAME: &str = "kafkatopic";
@@ -277,23 +280,19 @@ fn slim_topic(topic: &mut Topic) {
     topic.metadata.managed_fields = None;
 }
 
-fn view(topic: &Topic) -> (TopicView<'_>, &TopicStatus) {
+fn view(topic: &Topic) -> TopicView<'_> {
     static EMPTY: std::sync::OnceLock<TopicStatus> = std::sync::OnceLock::new();
-    let status = topic
-        .status
-        .as_ref()
-        .unwrap_or_else(|| EMPTY.get_or_init(TopicStatus::default));
-    (
-        TopicView {
-            name: topic.metadata.name.as_deref().unwrap_or_default(),
-            generation: topic.metadata.generation,
-            spec: &topic.spec,
-            status,
-            deleting: topic.metadata.deletion_timestamp.is_some(),
-            retain: topic.retain_on_delete(),
-        },
-        status,
-    )
+    TopicView {
+        name: topic.metadata.name.as_deref().unwrap_or_default(),
+        generation: topic.metadata.generation,
+        spec: &topic.spec,
+        status: topic
+            .status
+            .as_ref()
+            .unwrap_or_else(|| EMPTY.get_or_init(TopicStatus::default)),
+        deleting: topic.metadata.deletion_timestamp.is_some(),
+        retain: topic.retain_on_delete(),
+    }
 }
 
 fn now() -> Time {
@@ -432,125 +431,103 @@ async fn client_config(ctx: &Context, topic: &Topic) -> Result<ClientConfig, Str
 }
 
 /// The broker's view of one topic: its description, and its configs if it exists.
-async fn observe(admin: &Admin, name: &str) -> vigil_kafka::Result<Observed> {
+async fn look(admin: &Admin, name: &str) -> Observation {
     let names = [name.to_owned()];
-    let topic = admin.describe_topics(&names).await?.remove(name);
-    let configs = match &topic {
-        Some(_) => admin
-            .describe_configs(&names)
-            .await?
-            .remove(name)
-            .unwrap_or_default(),
-        None => BTreeMap::new(),
+    let described = async {
+        let topic = admin.describe_topics(&names).await?.remove(name);
+        let configs = match &topic {
+            Some(_) => admin
+                .describe_configs(&names)
+                .await?
+                .remove(name)
+                .unwrap_or_default(),
+            None => BTreeMap::new(),
+        };
+        Ok::<_, vigil_kafka::Error>(Observed::from_broker(topic, configs))
     };
-    Ok(Observed::from_broker(topic, configs))
+    match described.await {
+        Ok(observed) => Observation::Broker(observed),
+        Err(e) => Observation::Failed(broker_failure(&e, e.to_string())),
+    }
 }
 
-fn broker_reason(error: &vigil_kafka::Error) -> &'static str {
-    if error.is_connection() {
+fn broker_failure(error: &vigil_kafka::Error, message: String) -> Failure {
+    let reason = if error.is_connection() {
         decide::REASON_BROKER_UNREACHABLE
     } else if matches!(error, vigil_kafka::Error::Tls(_)) {
         decide::REASON_TLS
     } else {
         decide::REASON_BROKER_REFUSED
-    }
+    };
+    Failure { reason, message }
 }
 
-/// Reports a failure in status (and, when that is news, as a Warning Event) and fails the
-/// reconcile, which retries with backoff.
-async fn fail(
-    ctx: &Context,
-    topic: &Topic,
-    mut status: TopicStatus,
-    reason: &'static str,
-    message: String,
-) -> Result<Action, Error> {
-    let deleting = topic.metadata.deletion_timestamp.is_some();
-    decide::mark_failure(
-        &mut status,
-        topic.metadata.generation,
-        deleting,
-        reason,
-        &message,
-        &now(),
-    );
-    if topic.status.as_ref() != Some(&status) {
-        let news = topic
-            .status
-            .as_ref()
-            .and_then(|s| conditions::find(&s.conditions, decide::DEGRADED))
-            .is_none_or(|c| c.reason != reason || c.status != "True");
-        patch_status(ctx, topic, &status).await?;
-        if news {
-            publish(
-                ctx,
-                topic,
-                &[EventNote {
-                    warning: true,
-                    reason: reason.into(),
-                    note: message.clone(),
-                }],
-            )
-            .await;
-        }
-    }
-    Err(match reason {
-        decide::REASON_CREDENTIALS => Error::Credentials(message),
-        _ => Error::Broker(message),
-    })
-}
-
-async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
-    let (this, status) = view(topic);
-    let reference = ObjectRef::from_obj(topic);
-    {
-        let mut settled = ctx.settled.lock().unwrap_or_else(|e| e.into_inner());
-        if !this.deleting
+impl Context {
+    /// Whether the Topic is unchanged since a reconcile left it as declared; forgets that
+    /// record otherwise (the next reconcile that settles records it again).
+    fn unchanged_since_settled(&self, topic: &Topic, deleting: bool) -> bool {
+        let reference = ObjectRef::from_obj(topic);
+        let mut settled = self.settled.lock().unwrap_or_else(|e| e.into_inner());
+        if !deleting
             && topic.metadata.resource_version.is_some()
             && settled.get(&reference) == topic.metadata.resource_version.as_ref()
         {
-            // Unchanged since this controller left it as declared (the event is its own status
-            // write): nothing to ask the broker. The drift poll watches the broker side.
-            return Ok(Action::await_change());
+            return true;
         }
         settled.remove(&reference);
+        false
     }
-    if this.deleting && this.retain {
-        let plan = decide(&this, &Observed::default(), &now());
-        publish(ctx, topic, &plan.events).await;
-        return finish_deletion(ctx, topic).await;
-    }
-    if this.deleting
-        && status.topic_id.is_none()
-        && status.creating != Some(true)
-        && this.spec.adopt != Some(true)
-    {
-        // Vigil never created nor adopted a topic for this object: nothing to delete, no need to
-        // reach the broker (a wrong cluster reference never holds a deletion up).
-        return finish_deletion(ctx, topic).await;
+}
+
+/// Observes, decides, writes — and when the decision wrote to the broker, looks again and
+/// decides on what Kafka holds now, so the status records the result.
+async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
+    let view = view(topic);
+    let now = now();
+    let decide_on = |observation: &Observation| {
+        decide(&Inputs {
+            topic: view.clone(),
+            observation,
+            written: None,
+            now: &now,
+        })
+    };
+    if !decide::asks_broker(&view, ctx.unchanged_since_settled(topic, view.deleting)) {
+        return finish(ctx, topic, decide_on(&Observation::NotAsked)).await;
     }
     let config = match client_config(ctx, topic).await {
-        Ok(c) => c,
+        Ok(config) => config,
         Err(message) => {
-            return fail(
-                ctx,
-                topic,
-                status.clone(),
-                decide::REASON_CREDENTIALS,
+            let failure = Failure {
+                reason: decide::REASON_CREDENTIALS,
                 message,
-            )
-            .await;
+            };
+            return finish(ctx, topic, decide_on(&Observation::Failed(failure))).await;
         }
     };
     let admin = ctx.admins.get(config, &ctx.requests);
-    let name = this.managed_name();
-    let observed = match observe(&admin, &name).await {
-        Ok(o) => o,
-        Err(e) => {
-            return fail(ctx, topic, status.clone(), broker_reason(&e), e.to_string()).await;
-        }
-    };
-    let plan = decide(&this, &observed, &now());
+    let name = view.managed_name();
+    let plan = decide_on(&look(&admin, &name).await);
+    if plan.ops.is_empty() {
+        return finish(ctx, topic, plan).await;
+    }
+    let written = write(ctx, topic, &admin, &plan).await?;
+    let after = decide(&Inputs {
+        topic: TopicView {
+            status: &plan.status,
+            ..view.clone()
+        },
+        observation: &look(&admin, &name).await,
+        written: Some(&written),
+        now: &self::now(),
+    });
+    finish(ctx, topic, after).await
+}
+
+/// Executes a plan's broker writes (after recording `status.creating` when it says so) and
+/// publishes its Events. Every write goes out even when one fails (a refused partition
+/// increase must not hold a config change back).
+async fn write(ctx: &Context, topic: &Topic, admin: &Admin, plan: &Plan) -> Result<Written, Error> {
     if plan.drift {
         ctx.drift.inc();
     }
@@ -558,78 +535,48 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
         // Recorded before the create goes out: after a crash, the topic is known to be ours.
         patch_status(ctx, topic, &plan.status).await?;
     }
-    let mut events = plan.events.clone();
-    let mut failure = None;
+    let mut written = Written::default();
     for op in &plan.ops {
-        match execute(&admin, op).await {
-            Ok(done) => {
-                if let Some(note) = done {
-                    events.push(note);
-                }
-            }
-            // The other writes still go out (a refused partition increase must not hold a
-            // config change back); the first failure is reported.
+        match execute(admin, op).await {
+            Ok(created_id) => written
+                .done
+                .extend(decide::written_note(op, created_id.as_deref())),
             Err(e) => {
-                if failure.is_none() {
-                    failure = Some((broker_reason(&e), format!("{}: {e}", op_name(op))));
+                if written.failure.is_none() {
+                    written.failure = Some(broker_failure(&e, format!("{}: {e}", op.describe())));
                 }
             }
         }
     }
-    let (mut final_plan, requeue) = if plan.ops.is_empty() {
-        (plan.clone(), false)
-    } else {
-        // Observe again: the status records what Kafka holds now, not what was asked.
-        let after = match observe(&admin, &name).await {
-            Ok(o) => o,
-            Err(e) => {
-                return fail(ctx, topic, plan.status, broker_reason(&e), e.to_string()).await;
-            }
-        };
-        let settled = TopicView {
-            status: &plan.status,
-            ..this.clone()
-        };
-        let again = decide(&settled, &after, &now());
-        let pending = !again.ops.is_empty();
-        events.extend(again.events.iter().cloned());
-        (again, pending)
-    };
-    if let Some((reason, message)) = &failure {
-        decide::mark_failure(
-            &mut final_plan.status,
-            topic.metadata.generation,
-            this.deleting,
-            reason,
-            message,
-            &now(),
-        );
-        events.push(EventNote {
-            warning: true,
-            reason: (*reason).into(),
-            note: message.clone(),
-        });
-    }
-    publish(ctx, topic, &events).await;
-    if this.deleting && final_plan.remove_finalizer && failure.is_none() {
+    publish(ctx, topic, &plan.events).await;
+    Ok(written)
+}
+
+/// Executes the rest of a plan: its Events, the status where it differs, the finalizer, and
+/// the reconcile's outcome.
+async fn finish(ctx: &Context, topic: &Topic, plan: Plan) -> Result<Action, Error> {
+    publish(ctx, topic, &plan.events).await;
+    if plan.remove_finalizer && plan.failure.is_none() {
         return finish_deletion(ctx, topic).await;
     }
     let mut version = topic.metadata.resource_version.clone();
-    if topic.status.as_ref() != Some(&final_plan.status) {
-        version = patch_status(ctx, topic, &final_plan.status).await?;
+    if topic.status.as_ref() != Some(&plan.status) {
+        version = patch_status(ctx, topic, &plan.status).await?;
     }
-    if let Some((_, message)) = failure {
-        return Err(Error::Broker(message));
+    if let Some(failure) = plan.failure {
+        return Err(match failure.reason {
+            decide::REASON_CREDENTIALS => Error::Credentials(failure.message),
+            _ => Error::Broker(failure.message),
+        });
     }
-    if requeue {
-        // Kafka applies some changes asynchronously (a delete, new partitions): look again soon.
+    if plan.look_again {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
     if let Some(version) = version {
         ctx.settled
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(reference, version);
+            .insert(ObjectRef::from_obj(topic), version);
     }
     Ok(Action::await_change())
 }
@@ -651,26 +598,9 @@ async fn finish_deletion(ctx: &Context, topic: &Topic) -> Result<Action, Error> 
     Ok(Action::await_change())
 }
 
-fn op_name(op: &BrokerOp) -> String {
-    match op {
-        BrokerOp::Create { name, .. } => format!("creating topic {name}"),
-        BrokerOp::AddPartitions { name, count } => {
-            format!("raising the partitions of topic {name} to {count}")
-        }
-        BrokerOp::AlterConfig { name, .. } => format!("altering the config of topic {name}"),
-        BrokerOp::Delete { name } => format!("deleting topic {name}"),
-    }
-}
-
-/// Runs one broker write; says what it did, as a Normal Event.
-async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<EventNote>> {
-    let normal = |reason: &str, note: String| {
-        Some(EventNote {
-            warning: false,
-            reason: reason.into(),
-            note,
-        })
-    };
+/// Runs one broker write; for a create, the id Kafka gave the topic (`None`: it was already
+/// there, created by an earlier attempt whose answer was lost — the next look decides).
+async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<String>> {
     match op {
         BrokerOp::Create {
             name,
@@ -681,41 +611,21 @@ async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<Eve
             .create_topic(name, *partitions, *replication_factor, config)
             .await
         {
-            Ok(id) => Ok(normal(
-                decide::EVENT_CREATED,
-                format!("created topic {name} (id {id}) with {partitions} partitions"),
-            )),
-            // Created by an earlier attempt whose answer was lost: the next look decides.
+            Ok(id) => Ok(Some(id.to_string())),
             Err(e) if e.code() == Some(vigil_kafka::TOPIC_ALREADY_EXISTS) => Ok(None),
             Err(e) => Err(e),
         },
         BrokerOp::AddPartitions { name, count } => {
             admin.create_partitions(name, *count).await?;
-            Ok(normal(
-                decide::EVENT_UPDATED,
-                format!("raised the partitions of topic {name} to {count}"),
-            ))
+            Ok(None)
         }
         BrokerOp::AlterConfig { name, changes } => {
             admin.alter_configs(name, changes).await?;
-            let list: Vec<String> = changes
-                .iter()
-                .map(|c| match c {
-                    vigil_kafka::ConfigChange::Set(k, v) => format!("{k}={v}"),
-                    vigil_kafka::ConfigChange::Delete(k) => format!("{k} (default)"),
-                })
-                .collect();
-            Ok(normal(
-                decide::EVENT_UPDATED,
-                format!("set config of topic {name}: {}", list.join(", ")),
-            ))
+            Ok(None)
         }
         BrokerOp::Delete { name } => {
             admin.delete_topic(name).await?;
-            Ok(normal(
-                decide::EVENT_DELETED,
-                format!("deleted topic {name} from Kafka"),
-            ))
+            Ok(None)
         }
     }
 }

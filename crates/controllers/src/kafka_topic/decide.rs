@@ -1,6 +1,12 @@
 //! The pure half of the KafkaTopic controller: from a Topic and what the broker says about its
-//! topic, the broker writes that bring Kafka to the declared state, the status to record, and
-//! the Events to emit. No I/O.
+//! topic, the broker writes that bring Kafka to the declared state, the status to record, the
+//! Events to emit, whether the finalizer goes and whether the reconcile fails. No I/O, no clock.
+//!
+//! A reconcile decides once per look at the broker: first on what Kafka holds, and — when that
+//! decision wrote to the broker — once more on what Kafka holds after the writes
+//! ([`Inputs::written`]), so the status records the result rather than the request. The second
+//! decision never writes to the broker; what is still missing waits for a look soon after
+//! ([`Plan::look_again`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -173,6 +179,81 @@ pub struct Plan {
     /// The topic differed from what Vigil last recorded without a spec change: changed outside
     /// Vigil.
     pub drift: bool,
+    /// The reconcile fails with this once the status is recorded (retried with backoff).
+    pub failure: Option<Failure>,
+    /// Look at the broker again soon: Kafka applies some writes asynchronously (a delete, new
+    /// partitions), so what they asked for may not show yet.
+    pub look_again: bool,
+}
+
+impl Plan {
+    /// Nothing to do: the status as it is.
+    fn keep(status: &TopicStatus) -> Self {
+        Self {
+            ops: Vec::new(),
+            status: status.clone(),
+            events: Vec::new(),
+            mark_creating: false,
+            remove_finalizer: false,
+            drift: false,
+            failure: None,
+            look_again: false,
+        }
+    }
+}
+
+/// A failure of the broker or of the credentials to reach it: the condition reason, and what
+/// happened in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// What the controller learnt of the broker side before deciding.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// The broker was not asked ([`asks_broker`] said the object alone decides).
+    NotAsked,
+    /// The topic as the broker describes it.
+    Broker(Observed),
+    /// Reading the credentials or describing the topic failed.
+    Failed(Failure),
+}
+
+/// What the writes of a reconcile's first decision did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Written {
+    /// What each successful write did, as Normal Events.
+    pub done: Vec<EventNote>,
+    /// The first write that failed (the others still went out).
+    pub failure: Option<Failure>,
+}
+
+/// Everything one decision reads.
+#[derive(Debug, Clone)]
+pub struct Inputs<'a> {
+    pub topic: TopicView<'a>,
+    pub observation: &'a Observation,
+    /// The broker writes this reconcile already made, whose result `observation` shows; `None`
+    /// on a reconcile's first decision.
+    pub written: Option<&'a Written>,
+    pub now: &'a Time,
+}
+
+/// Whether the broker must be asked before deciding. Not for an object unchanged since a
+/// reconcile left it as declared (`settled`: its event is the controller's own status write; the
+/// drift poll watches the broker side), nor for a deletion that leaves Kafka alone: the topic is
+/// retained, or Vigil never created nor adopted one (a wrong cluster reference then never holds
+/// the deletion up).
+pub fn asks_broker(view: &TopicView<'_>, settled: bool) -> bool {
+    if !view.deleting {
+        return !settled;
+    }
+    !view.retain
+        && (view.status.topic_id.is_some()
+            || view.status.creating == Some(true)
+            || view.spec.adopt == Some(true))
 }
 
 /// One condition to set.
@@ -217,16 +298,149 @@ pub fn owns(view: &TopicView<'_>, topic: &TopicDescription) -> bool {
     }
 }
 
-/// The decision for a Topic given the broker's view of its topic.
-pub fn decide(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
-    let mut plan = Plan {
-        ops: Vec::new(),
-        status: view.status.clone(),
-        events: Vec::new(),
-        mark_creating: false,
-        remove_finalizer: false,
-        drift: false,
+/// The decision for a Topic: broker writes, status, Events, finalizer, failure.
+pub fn decide(inputs: &Inputs<'_>) -> Plan {
+    let view = &inputs.topic;
+    let mut plan = match inputs.observation {
+        Observation::NotAsked => decide_unasked(view),
+        Observation::Failed(failure) => decide_failed(view, failure, inputs.now),
+        Observation::Broker(observed) => decide_observed(view, observed, inputs.now),
     };
+    if let Some(written) = inputs.written {
+        after_writes(view, written, inputs.now, &mut plan);
+    }
+    plan
+}
+
+/// The broker was not asked: only a deletion has something to do — release the object (saying
+/// so when the topic stays by the deletion policy).
+fn decide_unasked(view: &TopicView<'_>) -> Plan {
+    let mut plan = Plan::keep(view.status);
+    if view.deleting {
+        plan.remove_finalizer = true;
+        if view.retain {
+            plan.events.push(retained(&view.managed_name()));
+        }
+    }
+    plan
+}
+
+/// The broker or the credentials failed: the status says so, a Warning Event when that is
+/// news, and the reconcile fails (retried with backoff).
+fn decide_failed(view: &TopicView<'_>, failure: &Failure, now: &Time) -> Plan {
+    let mut plan = Plan::keep(view.status);
+    mark_failure(
+        &mut plan.status,
+        view.generation,
+        view.deleting,
+        failure.reason,
+        &failure.message,
+        now,
+    );
+    let news = conditions::find(&view.status.conditions, DEGRADED)
+        .is_none_or(|c| c.reason != failure.reason || c.status != "True");
+    if plan.status != *view.status && news {
+        plan.events
+            .push(note(true, failure.reason, failure.message.clone()));
+    }
+    plan.failure = Some(failure.clone());
+    plan
+}
+
+/// The decision on what Kafka holds after this reconcile's writes: their Events first; no
+/// broker write (what is still missing waits for a look soon after); a failed write fails the
+/// reconcile, reported in status and as a Warning Event, and keeps the finalizer.
+fn after_writes(view: &TopicView<'_>, written: &Written, now: &Time, plan: &mut Plan) {
+    plan.events.splice(0..0, written.done.iter().cloned());
+    plan.mark_creating = false;
+    plan.drift = false;
+    plan.look_again = !plan.ops.is_empty();
+    plan.ops.clear();
+    if plan.failure.is_some() {
+        return;
+    }
+    if let Some(failure) = &written.failure {
+        mark_failure(
+            &mut plan.status,
+            view.generation,
+            view.deleting,
+            failure.reason,
+            &failure.message,
+            now,
+        );
+        plan.events
+            .push(note(true, failure.reason, failure.message.clone()));
+        plan.remove_finalizer = false;
+        plan.failure = Some(failure.clone());
+    }
+}
+
+/// What a successful broker write did, as a Normal Event (`created_id`: the id Kafka gave a
+/// created topic). `None` for a create that found the topic already there (an earlier
+/// attempt's answer was lost: the next look decides).
+pub fn written_note(op: &BrokerOp, created_id: Option<&str>) -> Option<EventNote> {
+    match op {
+        BrokerOp::Create {
+            name, partitions, ..
+        } => created_id.map(|id| {
+            note(
+                false,
+                EVENT_CREATED,
+                format!("created topic {name} (id {id}) with {partitions} partitions"),
+            )
+        }),
+        BrokerOp::AddPartitions { name, count } => Some(note(
+            false,
+            EVENT_UPDATED,
+            format!("raised the partitions of topic {name} to {count}"),
+        )),
+        BrokerOp::AlterConfig { name, changes } => {
+            let list: Vec<String> = changes
+                .iter()
+                .map(|c| match c {
+                    ConfigChange::Set(k, v) => format!("{k}={v}"),
+                    ConfigChange::Delete(k) => format!("{k} (default)"),
+                })
+                .collect();
+            Some(note(
+                false,
+                EVENT_UPDATED,
+                format!("set config of topic {name}: {}", list.join(", ")),
+            ))
+        }
+        BrokerOp::Delete { name } => Some(note(
+            false,
+            EVENT_DELETED,
+            format!("deleted topic {name} from Kafka"),
+        )),
+    }
+}
+
+impl BrokerOp {
+    /// The write in words, for a failure message.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Create { name, .. } => format!("creating topic {name}"),
+            Self::AddPartitions { name, count } => {
+                format!("raising the partitions of topic {name} to {count}")
+            }
+            Self::AlterConfig { name, .. } => format!("altering the config of topic {name}"),
+            Self::Delete { name } => format!("deleting topic {name}"),
+        }
+    }
+}
+
+fn retained(name: &str) -> EventNote {
+    note(
+        false,
+        EVENT_RETAINED,
+        format!("topic {name} stays in Kafka (deletion policy Retain)"),
+    )
+}
+
+/// The decision given the broker's view of the topic.
+fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
+    let mut plan = Plan::keep(view.status);
     let generation = view.generation;
     plan.status.observed_generation = generation;
     let name = view.managed_name();
@@ -517,11 +731,7 @@ fn decide_deletion(
     let generation = view.generation;
     if view.retain {
         plan.remove_finalizer = true;
-        plan.events.push(note(
-            false,
-            EVENT_RETAINED,
-            format!("topic {name} stays in Kafka (deletion policy Retain)"),
-        ));
+        plan.events.push(retained(name));
         return;
     }
     match &observed.topic {
@@ -620,6 +830,40 @@ pub fn condition<'a>(status: &'a TopicStatus, type_: &str) -> Option<&'a Conditi
 mod tests {
     use super::*;
     use vigil_apis::kafka_topic::ClusterRef;
+
+    /// A reconcile's first decision, on what the broker shows.
+    fn decide(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
+        super::decide(&Inputs {
+            topic: view.clone(),
+            observation: &Observation::Broker(observed.clone()),
+            written: None,
+            now,
+        })
+    }
+
+    /// The decision on what the broker shows after this reconcile's writes.
+    fn decide_after(
+        view: &TopicView<'_>,
+        observation: &Observation,
+        written: &Written,
+        now: &Time,
+    ) -> Plan {
+        super::decide(&Inputs {
+            topic: view.clone(),
+            observation,
+            written: Some(written),
+            now,
+        })
+    }
+
+    fn decide_without_broker(view: &TopicView<'_>, observation: &Observation) -> Plan {
+        super::decide(&Inputs {
+            topic: view.clone(),
+            observation,
+            written: None,
+            now: &now(),
+        })
+    }
 
     fn spec(partitions: i32, config: &[(&str, &str)]) -> TopicSpec {
         TopicSpec {
@@ -1037,5 +1281,169 @@ mod tests {
             "connection refused",
             &now()
         ));
+    }
+
+    #[test]
+    fn the_broker_is_asked_unless_settled_or_a_deletion_leaves_kafka_alone() {
+        let spec = spec(1, &[]);
+        let empty = TopicStatus::default();
+        let ready = ready_status(&spec, 1, "id-1", 1);
+        assert!(asks_broker(&view(&spec, &empty, 1), false));
+        assert!(!asks_broker(&view(&spec, &ready, 1), true), "settled");
+
+        let mut deleting = view(&spec, &ready, 1);
+        deleting.deleting = true;
+        assert!(asks_broker(&deleting, true), "a deletion of our topic asks");
+        deleting.retain = true;
+        assert!(!asks_broker(&deleting, false), "retained");
+        let mut never_created = view(&spec, &empty, 1);
+        never_created.deleting = true;
+        assert!(
+            !asks_broker(&never_created, false),
+            "nothing of ours in Kafka"
+        );
+        let adopting = TopicSpec {
+            adopt: Some(true),
+            ..spec.clone()
+        };
+        let mut adopted = view(&adopting, &empty, 1);
+        adopted.deleting = true;
+        assert!(asks_broker(&adopted, false));
+    }
+
+    #[test]
+    fn without_the_broker_only_a_deletion_acts() {
+        let spec = spec(1, &[]);
+        let status = ready_status(&spec, 1, "id-1", 1);
+        let settled = decide_without_broker(&view(&spec, &status, 1), &Observation::NotAsked);
+        assert_eq!(settled, Plan::keep(&status), "settled: nothing at all");
+
+        let mut v = view(&spec, &status, 1);
+        v.deleting = true;
+        v.retain = true;
+        let plan = decide_without_broker(&v, &Observation::NotAsked);
+        assert!(plan.remove_finalizer && plan.ops.is_empty());
+        assert_eq!(plan.events[0].reason, EVENT_RETAINED);
+        v.retain = false;
+        let plan = decide_without_broker(&v, &Observation::NotAsked);
+        assert!(plan.remove_finalizer && plan.events.is_empty());
+    }
+
+    #[test]
+    fn a_failed_look_is_reported_once_and_fails_the_reconcile() {
+        let spec = spec(1, &[]);
+        let status = ready_status(&spec, 1, "id-1", 1);
+        let failed = Observation::Failed(Failure {
+            reason: REASON_BROKER_UNREACHABLE,
+            message: "connection refused".into(),
+        });
+        let plan = decide_without_broker(&view(&spec, &status, 1), &failed);
+        assert_eq!(reason(&plan, READY), "False/BrokerUnreachable");
+        assert_eq!(reason(&plan, DEGRADED), "True/BrokerUnreachable");
+        assert_eq!(plan.events.len(), 1);
+        assert!(plan.events[0].warning);
+        assert_eq!(
+            plan.failure.as_ref().map(|f| f.reason),
+            Some(REASON_BROKER_UNREACHABLE)
+        );
+        assert!(plan.ops.is_empty());
+
+        let again = decide_without_broker(&view(&spec, &plan.status, 1), &failed);
+        assert!(again.events.is_empty(), "not news: {:?}", again.events);
+        assert_eq!(again.status, plan.status, "no status write");
+        assert!(again.failure.is_some(), "still failing");
+    }
+
+    #[test]
+    fn after_the_writes_the_status_records_kafka_and_nothing_more_is_written() {
+        let old = spec(3, &[]);
+        let status = ready_status(&old, 1, "id-1", 3);
+        let new = spec(5, &[]);
+        let first = decide(&view(&new, &status, 2), &observed("id-1", 3, &[]), &now());
+        assert_eq!(first.ops.len(), 1);
+        let raised = Written {
+            done: written_note(&first.ops[0], None).into_iter().collect(),
+            failure: None,
+        };
+
+        // Kafka shows the new partitions: ready, the write's Event first.
+        let settled = view(&new, &first.status, 2);
+        let done = decide_after(
+            &settled,
+            &Observation::Broker(observed("id-1", 5, &[])),
+            &raised,
+            &now(),
+        );
+        assert!(done.ops.is_empty() && !done.look_again && done.failure.is_none());
+        assert_eq!(reason(&done, READY), "True/TopicReady");
+        assert_eq!(done.status.partitions, Some(5));
+        assert_eq!(done.events[0].reason, EVENT_UPDATED);
+
+        // Not yet: no second write, a look soon.
+        let pending = decide_after(
+            &settled,
+            &Observation::Broker(observed("id-1", 3, &[])),
+            &raised,
+            &now(),
+        );
+        assert!(pending.ops.is_empty() && pending.look_again);
+        assert!(!pending.mark_creating && !pending.drift);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_fails_the_reconcile_and_keeps_the_finalizer() {
+        let spec = spec(1, &[]);
+        let status = ready_status(&spec, 1, "id-1", 1);
+        let mut v = view(&spec, &status, 1);
+        v.deleting = true;
+        let first = decide(&v, &observed("id-1", 1, &[]), &now());
+        let refused = Written {
+            done: Vec::new(),
+            failure: Some(Failure {
+                reason: REASON_BROKER_REFUSED,
+                message: format!("{}: not allowed", first.ops[0].describe()),
+            }),
+        };
+        let settled = TopicView {
+            status: &first.status,
+            ..v.clone()
+        };
+        let plan = decide_after(
+            &settled,
+            &Observation::Broker(Observed::default()),
+            &refused,
+            &now(),
+        );
+        assert!(!plan.remove_finalizer, "the finalizer stays");
+        assert_eq!(reason(&plan, DELETING), "True/BrokerRefused");
+        assert_eq!(plan.failure, refused.failure);
+        let last = plan.events.last().expect("an Event");
+        assert!(last.warning && last.note.contains("deleting topic orders"));
+    }
+
+    #[test]
+    fn writes_say_what_they_did() {
+        let create = BrokerOp::Create {
+            name: "orders".into(),
+            partitions: 3,
+            replication_factor: -1,
+            config: BTreeMap::new(),
+        };
+        assert_eq!(
+            written_note(&create, Some("id-9")).map(|n| n.note),
+            Some("created topic orders (id id-9) with 3 partitions".to_owned())
+        );
+        assert_eq!(written_note(&create, None), None, "already there");
+        let alter = BrokerOp::AlterConfig {
+            name: "orders".into(),
+            changes: vec![
+                ConfigChange::Set("retention.ms".into(), "1".into()),
+                ConfigChange::Delete("segment.ms".into()),
+            ],
+        };
+        assert_eq!(
+            written_note(&alter, None).map(|n| n.note),
+            Some("set config of topic orders: retention.ms=1, segment.ms (default)".to_owned())
+        );
     }
 }

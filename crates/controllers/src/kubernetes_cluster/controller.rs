@@ -37,12 +37,13 @@ use vigil_runtime::metrics::{ControllerMetrics, Metrics};
 use vigil_runtime::reconcile::{Guard, guarded};
 use vigil_runtime::shared::SharedWatches;
 
-use super::decide::{self, DeletionInputs, Inputs};
+use super::decide::{self, DeletionInputs, DeletionLookup, Inputs};
 pub use super::model::kubeconfig_secret_name;
 use super::model::{
-    CLUSTER_NAME_LABEL, Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, EventNote,
-    FINALIZER, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
-    KUBECONFIG_SECRET_TYPE, OP_DELETE, Observed, Settings, reconcile_trigger,
+    Answer, Answered, CLUSTER_NAME_LABEL, Call, ClusterView, DeleteAnswer, DeletionStep,
+    DeletionTarget, EventNote, FINALIZER, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY,
+    KUBECONFIG_LABEL, KUBECONFIG_SECRET_TYPE, OP_DELETE, Observed, Plan, Settings,
+    reconcile_trigger,
 };
 use crate::status_vault::{RestoreOutcome, StatusRestorer};
 
@@ -479,116 +480,101 @@ async fn execute(
     result
 }
 
-/// A live (not deleted) object: observe, decide, make the decided request, decide again on its
+/// A live (not deleted) object: observe, decide, make the decided request and decide on its
 /// answer, then write what differs.
 async fn reconcile_live(
     cluster: &KubernetesCluster,
     view: &ClusterView,
     ctx: &Context,
 ) -> Result<Action, Error> {
-    let now = k8s_openapi::jiff::Timestamp::now;
     let provider_name = view.provider_name().to_owned();
     let provider = ctx.providers.get(&provider_name);
-    let observed = match (&provider, view.spec.paused()) {
-        (Some(provider), false) => match observe(ctx, provider.as_ref(), view).await {
-            Ok(found) => Some(found),
-            Err(e) => return Err(unavailable(cluster, view, ctx, e).await),
-        },
+    let looked = match (&provider, view.spec.paused()) {
+        (Some(provider), false) => Some(observe(ctx, provider.as_ref(), view).await),
         _ => None,
     };
-    let observation = match &observed {
+    let looked_error = looked
+        .as_ref()
+        .and_then(|r| r.as_ref().err())
+        .map(ToString::to_string);
+    let observed = match &looked {
         None => Observed::NotAsked,
-        Some(None) => Observed::Absent,
-        Some(Some(found)) => Observed::Found(found),
+        Some(Ok(None)) => Observed::Absent,
+        Some(Ok(Some(found))) => Observed::Found(found),
+        Some(Err(_)) => Observed::Unavailable(looked_error.as_deref().unwrap_or_default()),
     };
     let inputs = Inputs {
         cluster: view,
-        observed: observation,
+        observed,
         providers: &ctx.provider_names,
-        rejected: None,
+        answered: None,
         settings: &ctx.settings,
-        now: now(),
+        now: k8s_openapi::jiff::Timestamp::now(),
     };
-    let mut plan = decide::decide(&inputs);
-    let mut latest = observed.clone().flatten();
-    if let (Some(call), Some(provider)) = (plan.call.take(), &provider) {
-        let mut after = view.clone();
-        after.status = Some(plan.status.clone());
-        let events = std::mem::take(&mut plan.events);
-        match execute(ctx, provider.as_ref(), &provider_name, &call).await {
-            Ok(answer) => {
-                if let Some(status) = after.status.as_mut() {
-                    // Recorded at once: the next pass looks the cluster up by id.
-                    status.cluster_id = Some(answer.id.clone());
-                }
-                plan = decide::decide(&Inputs {
-                    cluster: &after,
-                    observed: Observed::Found(&answer),
-                    ..inputs.clone()
-                });
-                latest = Some(answer);
-            }
-            Err(ProviderError::Rejected { reason, message }) => {
-                let observed = match &latest {
-                    Some(found) => Observed::Found(found),
-                    None => Observed::Absent,
-                };
-                plan = decide::decide(&Inputs {
-                    cluster: &after,
-                    observed,
-                    rejected: Some((call.operation(), &reason, &message)),
-                    ..inputs.clone()
-                });
-            }
-            Err(e) => {
-                publish(ctx, cluster, &events).await;
-                return Err(unavailable(cluster, &after, ctx, e).await);
-            }
-        }
-        plan.events.splice(0..0, events);
-        // What the answer calls for next waits for the next pass.
-        plan.call = None;
+    let first = decide::decide(&inputs);
+    let (Some(call), Some(provider)) = (&first.call, &provider) else {
+        write_plan(ctx, cluster, &first, looked_error.is_none()).await?;
+        return match looked {
+            Some(Err(e)) => Err(e.into()),
+            _ => Ok(first
+                .requeue
+                .map_or_else(Action::await_change, Action::requeue)),
+        };
+    };
+    let result = execute(ctx, provider.as_ref(), &provider_name, call).await;
+    let error_text = result.as_ref().err().map(ToString::to_string);
+    let answer = match &result {
+        Ok(answer) => Answer::Accepted(answer),
+        Err(ProviderError::Rejected { reason, message }) => Answer::Rejected { reason, message },
+        Err(_) => Answer::Unavailable(error_text.as_deref().unwrap_or_default()),
+    };
+    let unavailable = matches!(answer, Answer::Unavailable(_));
+    let plan = decide::decide(&Inputs {
+        answered: Some(Answered {
+            first: &first,
+            answer,
+        }),
+        now: k8s_openapi::jiff::Timestamp::now(),
+        ..inputs
+    });
+    write_plan(ctx, cluster, &plan, !unavailable).await?;
+    match result {
+        Err(e) if unavailable => Err(e.into()),
+        _ => Ok(plan
+            .requeue
+            .map_or_else(Action::await_change, Action::requeue)),
     }
+}
+
+/// Executes a plan's writes: the finished operations' durations, the kubeconfig Secret and
+/// the status where they differ, the Events. When the provider did not answer (`answered`
+/// false), the status is best effort: the provider's error goes to the backoff.
+async fn write_plan(
+    ctx: &Context,
+    cluster: &KubernetesCluster,
+    plan: &Plan,
+    answered: bool,
+) -> Result<(), Error> {
     for (operation, seconds) in &plan.finished {
         ctx.cluster_metrics
             .durations
             .get_or_create(&OperationLabel { operation })
             .observe(*seconds);
     }
-    if let Some(found) = &latest
-        && let Some(kubeconfig) = &found.kubeconfig
-    {
+    if let Some(kubeconfig) = &plan.kubeconfig {
         ensure_kubeconfig_secret(ctx, cluster, kubeconfig).await?;
     }
     if cluster.status.as_ref() != Some(&plan.status) {
-        patch_status(ctx, cluster, &plan.status).await?;
+        match patch_status(ctx, cluster, &plan.status).await {
+            Ok(()) => {}
+            Err(e) if !answered => {
+                tracing::debug!(error = %e, "could not report the provider's outage in status");
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     publish(ctx, cluster, &plan.events).await;
-    Ok(plan
-        .requeue
-        .map_or_else(Action::await_change, Action::requeue))
-}
-
-/// The provider did not answer: report it in status (Degraded), and hand the error to the
-/// error policy's backoff.
-async fn unavailable(
-    cluster: &KubernetesCluster,
-    view: &ClusterView,
-    ctx: &Context,
-    error: ProviderError,
-) -> Error {
-    let (status, events) = decide::provider_unavailable(
-        view,
-        &error.to_string(),
-        k8s_openapi::jiff::Timestamp::now(),
-    );
-    if cluster.status.as_ref() != Some(&status)
-        && let Err(e) = patch_status(ctx, cluster, &status).await
-    {
-        tracing::debug!(error = %e, "could not report the provider's outage in status");
-    }
-    publish(ctx, cluster, &events).await;
-    Error::Provider(error)
+    Ok(())
 }
 
 /// The object is being deleted: delete the cluster at its provider (unless orphaned), and
@@ -600,93 +586,98 @@ async fn delete_cluster(
 ) -> Result<Action, Error> {
     let provider_name = view.provider_name().to_owned();
     let provider = ctx.providers.get(&provider_name);
-    let asks_provider = view.spec.deletion_policy()
-        == vigil_apis::kubernetes_cluster::DeletionPolicy::Delete
-        && !view.spec.paused();
-    let target = match (&provider, asks_provider, view.cluster_id()) {
-        (_, false, _) | (None, _, _) => DeletionTarget::ProviderUnknown,
-        (Some(_), true, Some(id)) => DeletionTarget::Cluster(id.to_owned()),
-        (Some(provider), true, None) => match observe(ctx, provider.as_ref(), view).await {
-            Ok(Some(found)) => DeletionTarget::Cluster(found.id),
-            Ok(None) => DeletionTarget::Absent,
-            Err(e) => return Err(unavailable(cluster, view, ctx, e).await),
-        },
-    };
-    let now = k8s_openapi::jiff::Timestamp::now;
-    let mut plan = decide::decide_deletion(&DeletionInputs {
-        cluster: view,
-        target: target.clone(),
-        answer: None,
-        now: now(),
-    });
-    let mut refused = None;
-    if let (DeletionStep::Delete(id), Some(provider)) = (&plan.step, &provider) {
-        let result = provider.delete(id).await;
-        count(ctx, &provider_name, OP_DELETE, &result);
-        let answer = match result {
-            Ok(Deletion::Gone) | Err(ProviderError::NotFound(_)) => DeleteAnswer::Gone,
-            Ok(Deletion::InProgress(progress)) => DeleteAnswer::InProgress(progress),
-            Err(ProviderError::Rejected { reason, message }) => {
-                refused = Some(ProviderError::Rejected {
-                    reason: reason.clone(),
-                    message: message.clone(),
-                });
-                DeleteAnswer::Refused(reason, message)
-            }
-            Err(e) => {
-                publish(ctx, cluster, &plan.events).await;
-                return Err(unavailable(cluster, view, ctx, e).await);
-            }
-        };
-        let mut after = view.clone();
-        after.status = Some(plan.status.clone());
-        let events = std::mem::take(&mut plan.events);
-        plan = decide::decide_deletion(&DeletionInputs {
-            cluster: &after,
-            target,
-            answer: Some(&answer),
-            now: now(),
-        });
-        plan.events.splice(0..0, events);
-    }
-    match plan.step {
-        DeletionStep::Release => {
-            if let Some(since) = &cluster.metadata.deletion_timestamp
-                && asks_provider
-            {
-                let seconds = now().duration_since(since.0).as_secs_f64().max(0.0);
-                ctx.cluster_metrics
-                    .durations
-                    .get_or_create(&OperationLabel {
-                        operation: OP_DELETE,
-                    })
-                    .observe(seconds);
-            }
-            publish(ctx, cluster, &plan.events).await;
-            let rest: Vec<String> = cluster
-                .finalizers()
-                .iter()
-                .filter(|f| *f != FINALIZER)
-                .cloned()
-                .collect();
-            set_finalizers(ctx, cluster, rest).await?;
-            ctx.backoffs.forget(&ObjectRef::from_obj(cluster));
-            Ok(Action::await_change())
-        }
-        DeletionStep::Wait | DeletionStep::Delete(_) => {
-            if cluster.status.as_ref() != Some(&plan.status) {
-                patch_status(ctx, cluster, &plan.status).await?;
-            }
-            publish(ctx, cluster, &plan.events).await;
-            match refused {
-                // Retried with backoff: the provider may change its mind.
-                Some(e) => Err(Error::Provider(e)),
-                None if asks_provider && provider.is_some() => {
-                    Ok(Action::requeue(ctx.settings.poll_interval))
+    let mut error = None;
+    let target = match (decide::deletion_lookup(view, provider.is_some()), &provider) {
+        (DeletionLookup::Known(target), _) => target,
+        (DeletionLookup::FindByIdentity, None) => DeletionTarget::ProviderUnknown,
+        (DeletionLookup::FindByIdentity, Some(provider)) => {
+            match observe(ctx, provider.as_ref(), view).await {
+                Ok(Some(found)) => DeletionTarget::Cluster(found.id),
+                Ok(None) => DeletionTarget::Absent,
+                Err(e) => {
+                    let target = DeletionTarget::Unavailable(e.to_string());
+                    error = Some(e);
+                    target
                 }
-                None => Ok(Action::await_change()),
             }
         }
+    };
+    let inputs = DeletionInputs {
+        cluster: view,
+        target,
+        answered: None,
+        settings: &ctx.settings,
+        now: k8s_openapi::jiff::Timestamp::now(),
+    };
+    let first = decide::decide_deletion(&inputs);
+    let (plan, error) = match (&first.step, &provider) {
+        (DeletionStep::Delete(id), Some(provider)) => {
+            let result = provider.delete(id).await;
+            count(ctx, &provider_name, OP_DELETE, &result);
+            let (answer, error) = match result {
+                Ok(Deletion::Gone) | Err(ProviderError::NotFound(_)) => (DeleteAnswer::Gone, None),
+                Ok(Deletion::InProgress(progress)) => (DeleteAnswer::InProgress(progress), None),
+                Err(ProviderError::Rejected { reason, message }) => (
+                    DeleteAnswer::Refused(reason.clone(), message.clone()),
+                    // Retried with backoff: the provider may change its mind.
+                    Some(ProviderError::Rejected { reason, message }),
+                ),
+                Err(e) => (DeleteAnswer::Unavailable(e.to_string()), Some(e)),
+            };
+            let plan = decide::decide_deletion(&DeletionInputs {
+                answered: Some((&first, &answer)),
+                now: k8s_openapi::jiff::Timestamp::now(),
+                ..inputs
+            });
+            (plan, error)
+        }
+        _ => (first, error),
+    };
+    if plan.step == DeletionStep::Release {
+        if let Some(since) = &cluster.metadata.deletion_timestamp
+            && decide::asks_provider_to_delete(view)
+        {
+            let seconds = k8s_openapi::jiff::Timestamp::now()
+                .duration_since(since.0)
+                .as_secs_f64()
+                .max(0.0);
+            ctx.cluster_metrics
+                .durations
+                .get_or_create(&OperationLabel {
+                    operation: OP_DELETE,
+                })
+                .observe(seconds);
+        }
+        publish(ctx, cluster, &plan.events).await;
+        let rest: Vec<String> = cluster
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        set_finalizers(ctx, cluster, rest).await?;
+        ctx.backoffs.forget(&ObjectRef::from_obj(cluster));
+        return Ok(Action::await_change());
+    }
+    let unavailable = matches!(
+        error,
+        Some(ProviderError::Unavailable(_) | ProviderError::NotFound(_))
+    );
+    if cluster.status.as_ref() != Some(&plan.status) {
+        match patch_status(ctx, cluster, &plan.status).await {
+            Ok(()) => {}
+            Err(e) if unavailable => {
+                tracing::debug!(error = %e, "could not report the provider's outage in status");
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    publish(ctx, cluster, &plan.events).await;
+    match error {
+        Some(e) => Err(Error::Provider(e)),
+        None => Ok(plan
+            .requeue
+            .map_or_else(Action::await_change, Action::requeue)),
     }
 }
 

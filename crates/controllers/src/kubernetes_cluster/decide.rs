@@ -1,6 +1,13 @@
 //! The pure decisions of the KubernetesCluster controller: from the object and what its provider
-//! reports, the one provider request to make (if any), the status to hold, and the Events to
-//! record. No I/O: every branch is unit-tested below.
+//! reports, the one provider request to make (if any), the status to hold, the kubeconfig to
+//! keep in its Secret, the Events to record and when to look again. No I/O: every branch is
+//! unit-tested (`decide_tests.rs`).
+//!
+//! A reconcile decides once on what the provider reports and, when that decision asked the
+//! provider for something, once more on the provider's answer ([`Inputs::answered`]): the
+//! answer is what the provider reports now, so the status records it at once (the new cluster's
+//! id above all). The second decision asks for nothing: what the answer calls for next waits
+//! for the next pass.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -14,8 +21,8 @@ use vigil_provider::{AddonState, ClusterState, ProviderCluster, compare_versions
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
 use super::model::{
-    Call, ClusterView, DeleteAnswer, DeletionPlan, DeletionStep, DeletionTarget, EventNote,
-    OP_CREATE, OP_SET_ADDONS, OP_UPGRADE, Observed, Plan, Settings,
+    Answer, Answered, Call, ClusterView, DeleteAnswer, DeletionPlan, DeletionStep, DeletionTarget,
+    EventNote, OP_CREATE, OP_SET_ADDONS, OP_UPGRADE, Observed, Plan, Settings,
 };
 
 /// Condition types.
@@ -65,8 +72,9 @@ pub struct Inputs<'a> {
     pub observed: Observed<'a>,
     /// The names of the providers the operator knows (to say so when the spec names another).
     pub providers: &'a [String],
-    /// A request the provider just refused: operation, reason, message.
-    pub rejected: Option<(&'a str, &'a str, &'a str)>,
+    /// The provider's answer to the request of this reconcile's first decision; `None` on the
+    /// first decision.
+    pub answered: Option<Answered<'a>>,
     pub settings: &'a Settings,
     pub now: Timestamp,
 }
@@ -178,6 +186,7 @@ impl Report {
         Plan {
             call,
             status: self.status,
+            kubeconfig: None,
             events: self.events,
             requeue,
             finished: self.finished,
@@ -198,7 +207,72 @@ fn rejection_for<'a>(
 
 /// Decides one pass for a KubernetesCluster that is not being deleted.
 pub fn decide(inputs: &Inputs<'_>) -> Plan {
-    let view = inputs.cluster;
+    let Some(answered) = &inputs.answered else {
+        return decide_pass(inputs, inputs.cluster, inputs.observed.clone(), None);
+    };
+    // Where the first decision left the object: its status, as if written.
+    let mut after = inputs.cluster.clone();
+    after.status = Some(answered.first.status.clone());
+    let operation = answered.first.call.as_ref().map_or("", Call::operation);
+    let mut plan = match answered.answer.clone() {
+        Answer::Accepted(cluster) => {
+            if let Some(status) = after.status.as_mut() {
+                // Recorded at once: the next pass looks the cluster up by id.
+                status.cluster_id = Some(cluster.id.clone());
+            }
+            decide_pass(inputs, &after, Observed::Found(cluster), None)
+        }
+        Answer::Rejected { reason, message } => decide_pass(
+            inputs,
+            &after,
+            inputs.observed.clone(),
+            Some((operation, reason, message)),
+        ),
+        Answer::Unavailable(error) => provider_unavailable_plan(&after, error, inputs.now),
+    };
+    plan.events
+        .splice(0..0, answered.first.events.iter().cloned());
+    // What the answer calls for next waits for the next pass.
+    plan.call = None;
+    plan
+}
+
+/// The provider did not answer: only `Degraded` changes (see [`provider_unavailable`]).
+fn provider_unavailable_plan(view: &ClusterView, error: &str, now: Timestamp) -> Plan {
+    let (status, events) = provider_unavailable(view, error, now);
+    Plan {
+        call: None,
+        status,
+        kubeconfig: None,
+        events,
+        requeue: None,
+        finished: Vec::new(),
+    }
+}
+
+/// One decision on what the provider reports of the cluster (`rejected`: the operation,
+/// reason and message of a request it just refused).
+fn decide_pass(
+    inputs: &Inputs<'_>,
+    view: &ClusterView,
+    observed: Observed<'_>,
+    rejected: Option<(&str, &str, &str)>,
+) -> Plan {
+    let kubeconfig = match observed {
+        Observed::Found(cluster) => cluster.kubeconfig.clone(),
+        _ => None,
+    };
+    let mut plan = decide_cluster(inputs, view, observed, rejected);
+    plan.kubeconfig = kubeconfig;
+    plan
+}
+
+fn decide_cluster(
+    inputs: &Inputs<'_>,
+    view: &ClusterView,
+    observed: Observed<'_>,
+    rejected: Option<(&str, &str, &str)>,
+) -> Plan {
     let settings = inputs.settings;
     let mut report = Report::new(view, inputs.now);
 
@@ -211,7 +285,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
     {
         report.status.rejection = None;
     }
-    if let Some((operation, reason, message)) = inputs.rejected {
+    if let Some((operation, reason, message)) = rejected {
         report.status.rejection = Some(Rejection {
             operation: operation.to_owned(),
             reason: reason.to_owned(),
@@ -248,7 +322,8 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
     }
 
     let provider = view.provider_name().to_owned();
-    let cluster = match inputs.observed {
+    let cluster = match observed {
+        Observed::Unavailable(error) => return provider_unavailable_plan(view, error, inputs.now),
         Observed::NotAsked => {
             let message = format!(
                 "the operator knows no provider named {provider:?} (known: {})",
@@ -795,6 +870,33 @@ fn addon_state(state: AddonState) -> &'static str {
     }
 }
 
+/// How a deletion finds the cluster it deletes at the provider.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionLookup {
+    /// No need to ask: this is the target.
+    Known(DeletionTarget),
+    /// Find the cluster by the object's identity (no id is known: a create whose answer was
+    /// lost, or an object re-applied without status).
+    FindByIdentity,
+}
+
+/// What the provider must tell before a deletion is decided (`provider_known`: the operator
+/// knows the object's provider). Orphaned and paused objects never ask.
+pub fn deletion_lookup(view: &ClusterView, provider_known: bool) -> DeletionLookup {
+    if !asks_provider_to_delete(view) || !provider_known {
+        return DeletionLookup::Known(DeletionTarget::ProviderUnknown);
+    }
+    match view.cluster_id() {
+        Some(id) => DeletionLookup::Known(DeletionTarget::Cluster(id.to_owned())),
+        None => DeletionLookup::FindByIdentity,
+    }
+}
+
+/// Whether deleting the object means deleting its cluster at the provider now.
+pub fn asks_provider_to_delete(view: &ClusterView) -> bool {
+    view.spec.deletion_policy() == DeletionPolicy::Delete && !view.spec.paused()
+}
+
 /// Everything the deletion decision reads.
 #[derive(Debug, Clone)]
 pub struct DeletionInputs<'a> {
@@ -802,23 +904,66 @@ pub struct DeletionInputs<'a> {
     /// The cluster to delete: by id, or found by identity when no id is known (a create whose
     /// answer was lost).
     pub target: DeletionTarget,
-    /// What the provider answered to this pass's delete, once asked.
-    pub answer: Option<&'a DeleteAnswer>,
+    /// The first decision of this reconcile and what the provider answered to its delete;
+    /// `None` on the first decision.
+    pub answered: Option<(&'a DeletionPlan, &'a DeleteAnswer)>,
+    pub settings: &'a Settings,
     pub now: Timestamp,
 }
 
 /// Decides a pass over a KubernetesCluster being deleted: orphan it, wait, ask the provider to
 /// delete the cluster, or — once the provider says it is gone — release the finalizer.
 pub fn decide_deletion(inputs: &DeletionInputs<'_>) -> DeletionPlan {
-    let view = inputs.cluster;
+    let Some((first, answer)) = inputs.answered else {
+        return decide_deletion_pass(inputs, inputs.cluster, None);
+    };
+    // Where the first decision left the object: its status, as if written.
+    let mut after = inputs.cluster.clone();
+    after.status = Some(first.status.clone());
+    let mut plan = decide_deletion_pass(inputs, &after, Some(answer));
+    plan.events.splice(0..0, first.events.iter().cloned());
+    plan
+}
+
+fn decide_deletion_pass(
+    inputs: &DeletionInputs<'_>,
+    view: &ClusterView,
+    answer: Option<&DeleteAnswer>,
+) -> DeletionPlan {
+    // While the provider holds the cluster, look again every poll interval.
+    let polls = asks_provider_to_delete(view) && inputs.target != DeletionTarget::ProviderUnknown;
+    let plan = |report: Report, step| {
+        let requeue = match step {
+            DeletionStep::Release => None,
+            DeletionStep::Delete(_) | DeletionStep::Wait => {
+                polls.then_some(inputs.settings.poll_interval)
+            }
+        };
+        DeletionPlan {
+            step,
+            status: report.status,
+            events: report.events,
+            requeue,
+        }
+    };
+    let unavailable = match (&inputs.target, answer) {
+        (_, Some(DeleteAnswer::Unavailable(error))) | (DeletionTarget::Unavailable(error), _) => {
+            Some(error)
+        }
+        _ => None,
+    };
+    if let Some(error) = unavailable {
+        let (status, events) = provider_unavailable(view, error, inputs.now);
+        return DeletionPlan {
+            step: DeletionStep::Wait,
+            status,
+            events,
+            requeue: None,
+        };
+    }
     let mut report = Report::new(view, inputs.now);
     let provider = view.provider_name().to_owned();
     report.status.phase = Some(Phase::Deleting);
-    let plan = |report: Report, step| DeletionPlan {
-        step,
-        status: report.status,
-        events: report.events,
-    };
 
     if view.spec.deletion_policy() == DeletionPolicy::Orphan {
         let what = view
@@ -839,7 +984,7 @@ pub fn decide_deletion(inputs: &DeletionInputs<'_>) -> DeletionPlan {
         );
         return plan(report, DeletionStep::Wait);
     }
-    let id = match (&inputs.target, inputs.answer) {
+    let id = match (&inputs.target, answer) {
         (_, Some(DeleteAnswer::Gone)) | (DeletionTarget::Absent, _) => {
             report.set(
                 DELETING,
@@ -867,8 +1012,10 @@ pub fn decide_deletion(inputs: &DeletionInputs<'_>) -> DeletionPlan {
             return plan(report, DeletionStep::Wait);
         }
         (DeletionTarget::Cluster(id), _) => id.clone(),
+        // Handled above.
+        (DeletionTarget::Unavailable(_), _) => return plan(report, DeletionStep::Wait),
     };
-    match inputs.answer {
+    match answer {
         None | Some(DeleteAnswer::Gone) => {
             let message = format!("deleting cluster {id} at provider {provider}");
             report.transition(
@@ -897,6 +1044,8 @@ pub fn decide_deletion(inputs: &DeletionInputs<'_>) -> DeletionPlan {
             report.degraded(Some((reason.clone(), message)));
             plan(report, DeletionStep::Wait)
         }
+        // Handled above.
+        Some(DeleteAnswer::Unavailable(_)) => plan(report, DeletionStep::Wait),
     }
 }
 

@@ -12,7 +12,8 @@ use vigil_runtime::conditions;
 
 use super::*;
 use crate::kubernetes_cluster::model::{
-    Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, Observed, Settings,
+    Answer, Answered, Call, ClusterView, DeleteAnswer, DeletionStep, DeletionTarget, Observed,
+    Settings,
 };
 
 const UUID: &str = "aaa692e5-e6ce-4f19-ad20-6491ca74067c";
@@ -103,7 +104,7 @@ fn decide_at(view: &ClusterView, observed: Observed<'_>, now: i64) -> Plan {
         cluster: view,
         observed,
         providers: PROVIDERS,
-        rejected: None,
+        answered: None,
         settings: &settings(),
         now: at(now),
     })
@@ -471,11 +472,19 @@ fn a_refused_request_is_a_condition_and_is_not_repeated_for_the_generation() {
         version: "1.0".into(),
     });
     v.generation = Some(2);
+    let first = decide_at(&v, Observed::Found(&running()), 200);
+    assert!(matches!(first.call, Some(Call::SetAddons { .. })));
     let refused = decide(&Inputs {
         cluster: &v,
         observed: Observed::Found(&running()),
         providers: PROVIDERS,
-        rejected: Some(("SetAddons", "UnknownAddon", "no addon flux-capacitor")),
+        answered: Some(Answered {
+            first: &first,
+            answer: Answer::Rejected {
+                reason: "UnknownAddon",
+                message: "no addon flux-capacitor",
+            },
+        }),
         settings: &settings(),
         now: at(200),
     });
@@ -549,7 +558,7 @@ fn an_unknown_provider_is_a_condition() {
         cluster: &v,
         observed: Observed::NotAsked,
         providers: &known,
-        rejected: None,
+        answered: None,
         settings: &settings(),
         now: at(100),
     });
@@ -633,17 +642,28 @@ fn provider_failures_and_outages_are_degraded() {
     );
 }
 
+/// A deletion's first decision, or — given the provider's answer to its delete — the second.
 fn deletion(
     view: &ClusterView,
     target: DeletionTarget,
     answer: Option<&DeleteAnswer>,
 ) -> DeletionPlan {
-    decide_deletion(&DeletionInputs {
+    let settings = settings();
+    let inputs = DeletionInputs {
         cluster: view,
         target,
-        answer,
+        answered: None,
+        settings: &settings,
         now: at(500),
-    })
+    };
+    let first = decide_deletion(&inputs);
+    match answer {
+        None => first,
+        Some(answer) => decide_deletion(&DeletionInputs {
+            answered: Some((&first, answer)),
+            ..inputs
+        }),
+    }
 }
 
 #[test]
@@ -711,4 +731,143 @@ fn orphan_and_paused_deletions_make_no_provider_call() {
         condition(&plan.status, DELETING),
         ("True", REASON_PROVIDER_UNKNOWN)
     );
+}
+
+/// The decision on the provider's answer to `first`'s request.
+fn decide_answer(view: &ClusterView, first: &Plan, answer: Answer<'_>, now: i64) -> Plan {
+    decide(&Inputs {
+        cluster: view,
+        observed: Observed::Absent,
+        providers: PROVIDERS,
+        answered: Some(Answered { first, answer }),
+        settings: &settings(),
+        now: at(now),
+    })
+}
+
+#[test]
+fn an_accepted_create_records_the_new_id_at_once_and_asks_nothing_more() {
+    let v = view(None);
+    let first = decide_at(&v, Observed::Absent, 100);
+    assert!(matches!(first.call, Some(Call::Create(_))));
+    let mut provisioning = running();
+    provisioning.state = ClusterState::Provisioning;
+    provisioning.kubeconfig = None;
+    let plan = decide_answer(&v, &first, Answer::Accepted(&provisioning), 101);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.cluster_id.as_deref(), Some("c-1"));
+    assert_eq!(plan.status.phase, Some(Phase::Provisioning));
+    assert_eq!(
+        reasons(&plan),
+        vec![REASON_CREATING],
+        "the first decision's Events, and no adoption"
+    );
+    assert_eq!(plan.requeue, Some(settings().poll_interval));
+    assert_eq!(plan.kubeconfig, None);
+
+    // A provider that creates at once: ready, with the kubeconfig for the Secret.
+    let plan = decide_answer(&v, &first, Answer::Accepted(&running()), 101);
+    assert_eq!(plan.call, None, "the addons wait for the next pass");
+    assert_eq!(plan.status.phase, Some(Phase::Ready));
+    assert_eq!(plan.kubeconfig.as_deref(), Some("apiVersion: v1"));
+    assert!(reasons(&plan).contains(&REASON_PROVISIONED));
+}
+
+#[test]
+fn an_upgrade_answered_done_reports_upgraded() {
+    let mut v = view(Some(ready_status()));
+    v.spec.kube_version = "1.29".into();
+    v.generation = Some(2);
+    let first = decide_at(&v, Observed::Found(&running()), 100);
+    assert!(matches!(first.call, Some(Call::Upgrade { .. })));
+    let mut upgraded = running();
+    upgraded.kube_version = "1.29".into();
+    upgraded.master_version = Some("1.29.0".into());
+    let plan = decide_answer(&v, &first, Answer::Accepted(&upgraded), 130);
+    assert_eq!(
+        reasons(&plan),
+        vec![REASON_UPGRADING, REASON_UPGRADED],
+        "the upgrade the first decision started is seen to end"
+    );
+    assert_eq!(plan.finished, vec![(OP_UPGRADE, 30.0)]);
+    assert_eq!(
+        condition(&plan.status, UPGRADING),
+        ("False", REASON_UP_TO_DATE)
+    );
+}
+
+#[test]
+fn no_answer_or_no_look_is_degraded_and_keeps_the_rest() {
+    let v = view(Some(ready_status()));
+    let plan = decide_at(&v, Observed::Unavailable("connection refused"), 100);
+    assert_eq!(plan.call, None);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_PROVIDER_UNAVAILABLE)
+    );
+    assert_eq!(plan.status.phase, ready_status().phase);
+    assert_eq!(plan.kubeconfig, None);
+    assert_eq!(reasons(&plan), vec![REASON_PROVIDER_UNAVAILABLE]);
+
+    let fresh = view(None);
+    let first = decide_at(&fresh, Observed::Absent, 100);
+    let plan = decide_answer(&fresh, &first, Answer::Unavailable("timed out"), 101);
+    assert_eq!(plan.call, None);
+    assert_eq!(plan.status.cluster_id, None);
+    assert_eq!(
+        reasons(&plan),
+        vec![REASON_CREATING, REASON_PROVIDER_UNAVAILABLE]
+    );
+}
+
+#[test]
+fn a_deletion_asks_the_provider_only_when_it_deletes_and_polls_while_it_holds_the_cluster() {
+    let v = view(Some(ready_status()));
+    assert_eq!(
+        deletion_lookup(&v, true),
+        DeletionLookup::Known(DeletionTarget::Cluster("c-1".into()))
+    );
+    assert_eq!(
+        deletion_lookup(&v, false),
+        DeletionLookup::Known(DeletionTarget::ProviderUnknown)
+    );
+    assert_eq!(
+        deletion_lookup(&view(None), true),
+        DeletionLookup::FindByIdentity
+    );
+    let mut orphan = view(None);
+    orphan.spec.deletion_policy = Some(DeletionPolicy::Orphan);
+    assert_eq!(
+        deletion_lookup(&orphan, true),
+        DeletionLookup::Known(DeletionTarget::ProviderUnknown)
+    );
+
+    let progress = DeleteAnswer::InProgress(None);
+    let waiting = deletion(&v, DeletionTarget::Cluster("c-1".into()), Some(&progress));
+    assert_eq!(waiting.requeue, Some(settings().poll_interval));
+    assert_eq!(reasons_of(&waiting.events), vec![REASON_DELETING]);
+    let unknown = deletion(&v, DeletionTarget::ProviderUnknown, None);
+    assert_eq!(unknown.requeue, None, "nothing to poll");
+
+    let silent = DeleteAnswer::Unavailable("connection refused".into());
+    let plan = deletion(&v, DeletionTarget::Cluster("c-1".into()), Some(&silent));
+    assert_eq!(plan.step, DeletionStep::Wait);
+    assert_eq!(
+        condition(&plan.status, DEGRADED),
+        ("True", REASON_PROVIDER_UNAVAILABLE)
+    );
+    let lost = deletion(
+        &view(None),
+        DeletionTarget::Unavailable("down".into()),
+        None,
+    );
+    assert_eq!(lost.step, DeletionStep::Wait);
+    assert_eq!(
+        condition(&lost.status, DEGRADED),
+        ("True", REASON_PROVIDER_UNAVAILABLE)
+    );
+}
+
+fn reasons_of(events: &[EventNote]) -> Vec<&str> {
+    events.iter().map(|e| e.reason.as_str()).collect()
 }

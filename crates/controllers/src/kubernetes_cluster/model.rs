@@ -143,11 +143,31 @@ impl ClusterView {
 /// What the provider said of the cluster this pass.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observed<'a> {
-    /// Not asked (the provider is unknown).
+    /// Not asked (the provider is unknown, or the object is paused).
     NotAsked,
     /// No cluster for this object (by id, or by identity when no id is known).
     Absent,
     Found(&'a ProviderCluster),
+    /// The provider did not answer: the error.
+    Unavailable(&'a str),
+}
+
+/// What the provider answered to a request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer<'a> {
+    /// Done or under way: the cluster as the provider now reports it.
+    Accepted(&'a ProviderCluster),
+    /// Refused: the provider's reason and message.
+    Rejected { reason: &'a str, message: &'a str },
+    /// No answer: the error.
+    Unavailable(&'a str),
+}
+
+/// A reconcile's first decision, and the provider's answer to its request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered<'a> {
+    pub first: &'a Plan,
+    pub answer: Answer<'a>,
 }
 
 /// A provider request the decision asks for.
@@ -207,6 +227,9 @@ pub struct Plan {
     pub call: Option<Call>,
     /// The status to hold (written only if it differs from the object's).
     pub status: KubernetesClusterStatus,
+    /// The kubeconfig the provider reports, for the kubeconfig Secret (written only if the
+    /// Secret holds another).
+    pub kubeconfig: Option<String>,
     pub events: Vec<EventNote>,
     /// When to look again; `None`: on the next change.
     pub requeue: Option<Duration>,
@@ -234,6 +257,8 @@ pub enum DeletionTarget {
     Absent,
     /// The provider's id of the cluster.
     Cluster(String),
+    /// Finding the cluster failed: the provider did not answer (the error).
+    Unavailable(String),
 }
 
 /// What the provider answered to a delete.
@@ -243,14 +268,19 @@ pub enum DeleteAnswer {
     InProgress(Option<String>),
     /// Refused: the provider's reason and message.
     Refused(String, String),
+    /// No answer: the error.
+    Unavailable(String),
 }
 
-/// The deletion decision: the step, and the status and Events that report it.
+/// The deletion decision: the step, the status and Events that report it, and when to look
+/// again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DeletionPlan {
     pub step: DeletionStep,
     pub status: KubernetesClusterStatus,
     pub events: Vec<EventNote>,
+    /// When to look again; `None`: on the next change.
+    pub requeue: Option<Duration>,
 }
 
 #[cfg(test)]

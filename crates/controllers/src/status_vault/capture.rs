@@ -1,8 +1,10 @@
 //! Continuous capture: one lean watch per covered kind turns status changes into records on the
 //! capture queue, and workers drain the queue into the backends, retrying with backoff while a
 //! backend fails. A watched object is kept as metadata plus a hash of its status, never whole.
+//! An object that appears with an empty status under an `OnCreate` policy is handed to the
+//! [`Restorer`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,18 +12,23 @@ use futures::StreamExt as _;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Resource as _, ResourceExt as _};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value;
+use tokio::sync::watch;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::leader::Leadership;
+use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{Record, Saved};
 
-use super::controller::Shared;
-use super::decide::{self, status_hash};
-use super::model::{BackendRef, ObjectView, PolicyView};
-
-/// Key of a watched object within its kind.
-type Name = (Option<String>, String);
+use super::backends::Backends;
+use super::decide::{self, RestoreStep};
+use super::kinds::{Kinds, Name};
+use super::model::{BackendRef, ObjectView, PolicyView, RESTORE_DONE, RESTORE_STATUS_ANNOTATION};
+use super::queue::CaptureQueue;
+use super::restore::{self, Restorer};
+use super::scope::Scope;
 
 /// How capture retries a failing backend: quickly at first, at most every 5 s, never given up
 /// (records stay queued in memory; after a restart the watch's initial list captures again).
@@ -33,14 +40,48 @@ pub const RETRY: BackoffPolicy = BackoffPolicy {
     quarantine_interval: Duration::from_secs(5),
 };
 
-/// The lean view of a watched object.
-pub fn view(obj: &DynamicObject) -> ObjectView {
-    ObjectView {
-        namespace: obj.namespace(),
-        name: obj.name_any(),
-        uid: obj.uid().unwrap_or_default(),
-        labels: obj.labels().clone(),
-        status_hash: status_hash(obj.data.get("status")),
+/// Buckets of the capture lag histogram, in seconds (target: p99 under 1 s).
+const CAPTURE_LAG_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
+];
+
+/// Called after each successful save (benchmarks measure capture lag with it).
+pub type SavedHook = Arc<dyn Fn(&Record, Saved) + Send + Sync>;
+
+/// What capture reads, fills and reports.
+pub struct Capture {
+    /// Where kind watches come from: a kind another controller caches too is watched once.
+    pub watches: SharedWatches,
+    pub scope: Arc<Scope>,
+    pub kinds: Arc<Kinds>,
+    pub backends: Arc<Backends>,
+    pub queue: Arc<CaptureQueue>,
+    pub restorer: Arc<Restorer>,
+    pub leadership: watch::Receiver<Leadership>,
+    pub on_saved: Option<SavedHook>,
+    /// `vigil_status_vault_records_written_total`.
+    pub written: Counter,
+    /// `vigil_status_vault_capture_lag_seconds`.
+    pub capture_lag: Histogram,
+}
+
+impl Capture {
+    pub fn capture_lag_histogram() -> Histogram {
+        Histogram::new(CAPTURE_LAG_BUCKETS)
+    }
+
+    fn saved(&self, record: &Record, saved: Saved) {
+        if let Some(hook) = &self.on_saved {
+            hook(record, saved);
+        }
+        if matches!(saved, Saved::Written { .. }) {
+            self.written.inc();
+            // `time` is when the watch event arrived: this is the lag to a durable record.
+            if let Ok(seen) = record.time.parse::<k8s_openapi::jiff::Timestamp>() {
+                let lag = k8s_openapi::jiff::Timestamp::now().duration_since(seen);
+                self.capture_lag.observe(lag.as_secs_f64().max(0.0));
+            }
+        }
     }
 }
 
@@ -61,29 +102,11 @@ pub fn record_of(ar: &ApiResource, obj: &DynamicObject, status: Value, deleted: 
     }
 }
 
-/// The backends of the policies covering an object (each written once, however many policies).
-fn backends_covering(
-    shared: &Shared,
-    policies: &[PolicyView],
-    kind: &ResourceKind,
-    object: &ObjectView,
-) -> Vec<BackendRef> {
-    let labels = |ns: &str| shared.namespace_labels(ns);
-    let mut out: Vec<BackendRef> = policies
-        .iter()
-        .filter(|p| decide::covers(p, kind, object, &labels))
-        .map(|p| decide::backend_of(p, &shared.settings))
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-/// Watches one kind until aborted (the supervisor aborts it when no policy names the kind any
+/// Watches one kind until aborted (the controller aborts it when no policy names the kind any
 /// more, or leadership is lost).
-pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource) {
+pub async fn watch_kind(capture: Arc<Capture>, kind: ResourceKind, ar: ApiResource) {
     // Shared: a kind another controller caches (CriticalServices, Services…) is watched once.
-    let mut stream = shared
+    let mut stream = capture
         .watches
         .watch_resource::<DynamicObject>(&ar, None, &watcher::Config::default())
         .boxed();
@@ -94,12 +117,12 @@ pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource
             Ok(watcher::Event::Init) => relisted.clear(),
             Ok(watcher::Event::InitApply(obj)) => {
                 relisted.insert((obj.namespace(), obj.name_any()));
-                observe(&shared, &kind, &ar, &obj);
+                observe(&capture, &kind, &ar, &obj);
             }
             Ok(watcher::Event::InitDone) => {
                 // Objects gone while the watch was down: their deletion was not seen, so their
                 // tombstone carries no status (the restore skips it for the previous record).
-                let gone: Vec<(Name, ObjectView)> = shared.with_objects(&kind, |objects| {
+                let gone: Vec<(Name, ObjectView)> = capture.kinds.with_objects(&kind, |objects| {
                     objects
                         .iter()
                         .filter(|(name, _)| !relisted.contains(*name))
@@ -110,23 +133,23 @@ pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource
                     let mut obj = DynamicObject::new(&name.1, &ar);
                     obj.metadata.namespace = name.0.clone();
                     obj.metadata.uid = Some(seen.uid.clone());
-                    forget(&shared, &kind, &ar, &obj, Value::Null, &seen);
+                    forget(&capture, &kind, &ar, &obj, Value::Null, &seen);
                 }
                 if first_list {
                     first_list = false;
                     tokio::spawn(tombstone_vanished(
-                        shared.clone(),
+                        capture.clone(),
                         kind.clone(),
                         relisted.clone(),
                     ));
                 }
-                shared.set_kind_synced(&kind);
+                capture.kinds.listed();
             }
-            Ok(watcher::Event::Apply(obj)) => observe(&shared, &kind, &ar, &obj),
+            Ok(watcher::Event::Apply(obj)) => observe(&capture, &kind, &ar, &obj),
             Ok(watcher::Event::Delete(obj)) => {
-                let seen = view(&obj);
+                let seen = decide::object_view(&obj);
                 let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-                forget(&shared, &kind, &ar, &obj, status, &seen);
+                forget(&capture, &kind, &ar, &obj, status, &seen);
             }
             Err(e) => tracing::debug!(kind = %kind.kind, error = %e, "watch error; retrying"),
         }
@@ -135,100 +158,116 @@ pub async fn watch_kind(shared: Arc<Shared>, kind: ResourceKind, ar: ApiResource
 
 /// A new observation of an object: queue a record if its status changed, and restore its
 /// status if it came back empty under an `OnCreate` policy.
-fn observe(shared: &Arc<Shared>, kind: &ResourceKind, ar: &ApiResource, obj: &DynamicObject) {
-    let now = view(obj);
+fn observe(capture: &Arc<Capture>, kind: &ResourceKind, ar: &ApiResource, obj: &DynamicObject) {
+    let now = decide::object_view(obj);
     let name = (now.namespace.clone(), now.name.clone());
-    let previous = shared.with_objects(kind, |objects| objects.insert(name, now.clone()));
-    let policies = shared.policies();
-    if decide::worth_capturing(previous.as_ref(), &now) {
+    let previous = capture
+        .kinds
+        .with_objects(kind, |objects| objects.insert(name, now.clone()));
+    let scope = &capture.scope;
+    let policies = scope.policies();
+    let annotation_pending = obj
+        .annotations()
+        .get(RESTORE_STATUS_ANNOTATION)
+        .is_some_and(|v| v != RESTORE_DONE);
+    let plan = decide::on_observed(
+        previous.as_ref(),
+        &now,
+        scope.backends_covering(&policies, kind, &now, false),
+        !scope
+            .backends_covering(&policies, kind, &now, true)
+            .is_empty(),
+        annotation_pending,
+    );
+    if !plan.capture_to.is_empty() {
         let status = obj.data.get("status").cloned().unwrap_or(Value::Null);
-        for backend in backends_covering(shared, &policies, kind, &now) {
-            shared
+        for backend in plan.capture_to {
+            capture
                 .queue
                 .push(backend, record_of(ar, obj, status.clone(), false));
         }
     }
-    let labels = |ns: &str| shared.namespace_labels(ns);
-    let restore_annotation_pending = obj
-        .annotations()
-        .get(super::model::RESTORE_STATUS_ANNOTATION)
-        .is_some_and(|v| v != super::model::RESTORE_DONE);
-    if !decide::restores_on_create(&policies, kind, &now, &labels) {
-        return;
-    }
-    if now.status_hash.is_none() {
-        if shared.first_restore_attempt(&now.uid) {
-            tokio::spawn(super::restore::restore_in_background(
-                shared.clone(),
-                ar.clone(),
-                now.namespace.clone(),
-                now.name.clone(),
-                now.uid.clone(),
-            ));
+    match plan.restore {
+        RestoreStep::None => {}
+        RestoreStep::Restore => {
+            if capture.restorer.first_attempt(&now.uid) {
+                tokio::spawn(restore::restore_in_background(
+                    capture.restorer.clone(),
+                    ar.clone(),
+                    now.namespace.clone(),
+                    now.name.clone(),
+                    now.uid.clone(),
+                ));
+            }
         }
-    } else if restore_annotation_pending {
-        // The object has its status (kept, or just restored): tell other operators to go ahead.
-        let (shared, ar, obj) = (shared.clone(), ar.clone(), obj.clone());
-        tokio::spawn(async move {
-            super::restore::restore_once(&shared, &ar, &obj).await;
-        });
+        RestoreStep::MarkDone => {
+            // The object has its status (kept, or just restored): tell other operators to go
+            // ahead.
+            let (restorer, ar, obj) = (capture.restorer.clone(), ar.clone(), obj.clone());
+            tokio::spawn(async move {
+                restore::restore_once(&restorer, &ar, &obj).await;
+            });
+        }
     }
 }
 
 /// The object is gone: queue its tombstone (with its last status when known).
 fn forget(
-    shared: &Shared,
+    capture: &Capture,
     kind: &ResourceKind,
     ar: &ApiResource,
     obj: &DynamicObject,
     status: Value,
     seen: &ObjectView,
 ) {
-    shared.with_objects(kind, |objects| {
+    capture.kinds.with_objects(kind, |objects| {
         objects.remove(&(seen.namespace.clone(), seen.name.clone()))
     });
-    shared.forget_restore_attempt(&seen.uid);
-    let policies = shared.policies();
-    for backend in backends_covering(shared, &policies, kind, seen) {
-        shared
+    capture.restorer.forget_attempt(&seen.uid);
+    let policies = capture.scope.policies();
+    for backend in capture
+        .scope
+        .backends_covering(&policies, kind, seen, false)
+    {
+        capture
             .queue
             .push(backend, record_of(ar, obj, status.clone(), true));
     }
 }
 
 /// Drains the capture queue into the backends; runs until aborted.
-pub async fn capture_worker(shared: Arc<Shared>) {
+pub async fn capture_worker(capture: Arc<Capture>) {
     loop {
-        let (key, mut record) = shared.queue.next().await;
+        let (key, mut record) = capture.queue.next().await;
         let mut attempt: u32 = 0;
         loop {
-            if *shared.leadership.borrow() != Leadership::Leading {
+            if *capture.leadership.borrow() != Leadership::Leading {
                 // One writer per vault: the new leader's initial list captures this state again.
-                shared.queue.done(&key, &record);
+                capture.queue.done(&key, &record);
                 break;
             }
-            let result = match shared.vault(&key.0).await {
+            let retention = capture.scope.retention_of(&key.0);
+            let result = match capture.backends.vault(&key.0, retention).await {
                 Ok(vault) => vault.save(&record).await.map_err(|e| e.to_string()),
                 Err(e) => Err(e),
             };
             match result {
                 Ok(saved) => {
-                    shared.backend_succeeded(&key.0, matches!(saved, Saved::Written { .. }));
-                    if let Some(hook) = &shared.on_saved {
-                        hook(&record, saved);
-                    }
-                    shared.metrics_captured(&record, saved);
-                    shared.queue.done(&key, &record);
+                    capture
+                        .backends
+                        .succeeded(&key.0, matches!(saved, Saved::Written { .. }));
+                    capture.saved(&record, saved);
+                    capture.queue.done(&key, &record);
                     break;
                 }
                 Err(error) => {
                     attempt = attempt.saturating_add(1);
-                    shared.backend_failed(&key.0, &error);
+                    capture.backends.failed(&key.0, &error);
                     let delay = RETRY.delay(attempt, rand_unit()).delay;
                     tracing::debug!(backend = %key.0.location, %error, ?delay, "capture failed; retrying");
                     tokio::time::sleep(delay).await;
                     // A newer status may have replaced the one that failed.
-                    match shared.queue.head(&key) {
+                    match capture.queue.head(&key) {
                         Some(newer) => record = newer,
                         None => break,
                     }
@@ -246,28 +285,24 @@ fn rand_unit() -> f64 {
     f64::from(nanos % 1000) / 1000.0
 }
 
-/// Objects of a kind, by namespace and name.
-pub type Objects = HashMap<Name, ObjectView>;
-
 /// Objects the vault holds as alive that the first list of a kind did not find were deleted
 /// while no Vigil watched: they get their tombstone now, carrying the last recorded status. Only
 /// in namespaces the policies writing to that backend cover (a vault is one cluster's). Best
 /// effort: a backend that fails here is looked at again when the watch restarts.
-async fn tombstone_vanished(shared: Arc<Shared>, kind: ResourceKind, present: HashSet<Name>) {
-    let policies: Vec<PolicyView> = shared
+async fn tombstone_vanished(capture: Arc<Capture>, kind: ResourceKind, present: HashSet<Name>) {
+    let scope = &capture.scope;
+    let policies: Vec<PolicyView> = scope
         .policies()
         .into_iter()
         .filter(|p| decide::names_kind(p, &kind))
         .collect();
-    let mut backends: Vec<BackendRef> = policies
-        .iter()
-        .map(|p| decide::backend_of(p, &shared.settings))
-        .collect();
+    let mut backends: Vec<BackendRef> = policies.iter().map(|p| scope.backend_of(p)).collect();
     backends.sort();
     backends.dedup();
-    let labels = |ns: &str| shared.namespace_labels(ns);
+    let labels = |ns: &str| scope.namespace_labels(ns);
     for backend in backends {
-        let keys = match shared.vault(&backend).await {
+        let retention = scope.retention_of(&backend);
+        let keys = match capture.backends.vault(&backend, retention).await {
             Ok(vault) => match vault.keys().await {
                 Ok(keys) => (vault, keys),
                 Err(e) => {
@@ -289,7 +324,7 @@ async fn tombstone_vanished(shared: Arc<Shared>, kind: ResourceKind, present: Ha
                 continue;
             }
             let in_scope = policies.iter().any(|p| {
-                decide::backend_of(p, &shared.settings) == backend
+                scope.backend_of(p) == backend
                     && decide::covers_namespace(p, key.namespace.as_deref(), &labels)
             });
             if !in_scope {
@@ -304,7 +339,7 @@ async fn tombstone_vanished(shared: Arc<Shared>, kind: ResourceKind, present: Ha
                     object: None,
                     ..last
                 };
-                shared.queue.push(backend.clone(), tombstone);
+                capture.queue.push(backend.clone(), tombstone);
             }
         }
     }

@@ -2,21 +2,19 @@
 //! policies name, one lean watch per kind (started and stopped as policies change, only while
 //! this replica leads), capture workers, backend health checks, and the policies' status.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ApiResource, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::watcher;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::{Client, Resource as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use tokio::sync::{Notify, watch};
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::ResourceKind;
@@ -25,18 +23,21 @@ use vigil_runtime::events;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
-use vigil_vault::{EncryptionKey, Record, Saved, Vault, VaultOptions};
 
-use super::capture::{self, Objects};
-use super::decide::{self, PolicyInputs};
-use super::model::{BackendHealth, BackendRef, PolicyView, Resolution, Settings};
+use super::backends::Backends;
+pub use super::capture::SavedHook;
+use super::capture::{self, Capture};
+use super::decide::{self, Fingerprint, PolicyInputs};
+use super::discovery::resolve;
+use super::kinds::Kinds;
+pub use super::model::FIELD_MANAGER;
+use super::model::{BackendRef, Settings};
 use super::queue::CaptureQueue;
-use super::restore::StatusRestorer;
+use super::restore::{Restorer, StatusRestorer};
+use super::scope::{Scope, ScopeWriters};
 
 /// Name of the controller in metrics, logs and Events.
 pub const NAME: &str = "statusvault";
-/// Field manager of every write.
-pub const FIELD_MANAGER: &str = "vigil-statusvault";
 
 /// What this controller's code does with the API, for its own kinds. The kinds policies cover
 /// are only known at install time: `vigil manifests --status-vault-resources` adds, for each,
@@ -99,11 +100,6 @@ pub fn covered_kind_permissions(resources: &[String]) -> Vec<(String, Vec<String
     out
 }
 
-/// Buckets of the capture lag histogram, in seconds (target: p99 under 1 s).
-const CAPTURE_LAG_BUCKETS: [f64; 14] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 60.0,
-];
-
 /// Capture workers: records of different objects are written this many at a time.
 const WORKERS: usize = 64;
 /// How often policies' status and kinds' resolution are looked at without a change.
@@ -119,175 +115,16 @@ const RESOLVE_RETRY: BackoffPolicy = BackoffPolicy {
     quarantine_interval: Duration::from_secs(60),
 };
 
-/// Called after each successful save (benchmarks measure capture lag with it).
-pub type SavedHook = Arc<dyn Fn(&Record, Saved) + Send + Sync>;
-
-struct KindState {
-    resolution: Resolution,
-    objects: Objects,
-    synced: bool,
-}
-
-/// State shared by the supervisor, the kind watches, the capture workers and the restorer.
-pub struct Shared {
-    pub(super) client: Client,
-    /// Where kind watches come from: a kind another controller caches too is watched once.
-    pub(super) watches: SharedWatches,
-    pub(super) settings: Settings,
-    pub(super) queue: CaptureQueue,
-    pub(super) on_saved: Option<SavedHook>,
-    pub(super) recorder: Recorder,
-    pub(super) leadership: watch::Receiver<Leadership>,
-    policies: Store<StatusBackupPolicy>,
-    policies_synced: AtomicBool,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
-    kinds: Mutex<BTreeMap<ResourceKind, KindState>>,
-    vaults: tokio::sync::Mutex<HashMap<BackendRef, (u32, Vault)>>,
-    health: Mutex<HashMap<BackendRef, BackendHealth>>,
-    restore_attempts: Mutex<HashSet<String>>,
-    warned: Mutex<HashSet<String>>,
-    written: Counter,
-    capture_lag: Histogram,
-    changed: Notify,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Plain maps and sets: a panic elsewhere cannot leave them half-updated.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-impl Shared {
-    pub(super) fn policies(&self) -> Vec<PolicyView> {
-        self.policies
-            .state()
-            .iter()
-            .map(|p| PolicyView {
-                name: p.name_any(),
-                generation: p.metadata.generation,
-                spec: p.spec.clone(),
-            })
-            .collect()
-    }
-
-    pub(super) fn policies_synced(&self) -> bool {
-        self.policies_synced.load(Ordering::Acquire)
-    }
-
-    pub(super) fn namespace_labels(&self, ns: &str) -> Option<BTreeMap<String, String>> {
-        self.namespaces
-            .get(&reflector::ObjectRef::new(ns))
-            .map(|n| n.labels().clone())
-    }
-
-    pub(super) fn with_objects<T>(
-        &self,
-        kind: &ResourceKind,
-        f: impl FnOnce(&mut Objects) -> T,
-    ) -> T {
-        let mut kinds = lock(&self.kinds);
-        let state = kinds.entry(kind.clone()).or_insert_with(|| KindState {
-            resolution: Resolution::Failed("not resolved yet".into()),
-            objects: Objects::new(),
-            synced: false,
-        });
-        f(&mut state.objects)
-    }
-
-    pub(super) fn set_kind_synced(&self, kind: &ResourceKind) {
-        if let Some(state) = lock(&self.kinds).get_mut(kind) {
-            state.synced = true;
-        }
-        self.changed.notify_one();
-    }
-
-    /// Whether this is the first restore attempt for an object (uid) since it was last seen.
-    pub(super) fn first_restore_attempt(&self, uid: &str) -> bool {
-        lock(&self.restore_attempts).insert(uid.to_owned())
-    }
-
-    pub(super) fn forget_restore_attempt(&self, uid: &str) {
-        lock(&self.restore_attempts).remove(uid);
-    }
-
-    /// Whether a warning (by key) is reported for the first time.
-    pub(super) fn first_warning(&self, key: &str) -> bool {
-        lock(&self.warned).insert(key.to_owned())
-    }
-
-    /// The vault of a backend, opened on first use (and again when its retention changes).
-    pub(super) async fn vault(&self, backend: &BackendRef) -> Result<Vault, String> {
-        let retention = decide::retention_of(backend, &self.policies(), &self.settings);
-        let mut vaults = self.vaults.lock().await;
-        if let Some((r, vault)) = vaults.get(backend)
-            && *r == retention
-        {
-            return Ok(vault.clone());
-        }
-        let key = match &backend.key_file {
-            Some(path) => Some(EncryptionKey::from_file(path).map_err(|e| e.to_string())?),
-            None => None,
-        };
-        let options = VaultOptions {
-            retention: retention as usize,
-            key,
-        };
-        let vault = Vault::open(&backend.location, options)
-            .await
-            .map_err(|e| e.to_string())?;
-        vaults.insert(backend.clone(), (retention, vault.clone()));
-        Ok(vault)
-    }
-
-    pub(super) fn backend_succeeded(&self, backend: &BackendRef, wrote: bool) {
-        let mut health = lock(&self.health);
-        let h = health.entry(backend.clone()).or_default();
-        let recovered = h.error.take().is_some();
-        if wrote {
-            h.last_capture = Some(k8s_openapi::jiff::Timestamp::now().to_string());
-        }
-        drop(health);
-        if recovered {
-            tracing::info!(backend = %backend.location, "status vault backend answers again");
-            self.changed.notify_one();
-        }
-    }
-
-    pub(super) fn backend_failed(&self, backend: &BackendRef, error: &str) {
-        let mut health = lock(&self.health);
-        let h = health.entry(backend.clone()).or_default();
-        let new = h.error.is_none();
-        h.error = Some(error.to_owned());
-        drop(health);
-        if new {
-            tracing::warn!(backend = %backend.location, %error, "status vault backend fails; captures are kept and retried");
-            self.changed.notify_one();
-        }
-    }
-
-    pub(super) fn metrics_captured(&self, record: &Record, saved: Saved) {
-        if matches!(saved, Saved::Written { .. }) {
-            self.written.inc();
-            // `time` is when the watch event arrived: this is the lag to a durable record.
-            if let Ok(seen) = record.time.parse::<k8s_openapi::jiff::Timestamp>() {
-                let lag = k8s_openapi::jiff::Timestamp::now().duration_since(seen);
-                self.capture_lag.observe(lag.as_secs_f64().max(0.0));
-            }
-        }
-    }
-
-    fn health_of(&self, backend: &BackendRef) -> BackendHealth {
-        let mut h = lock(&self.health).get(backend).cloned().unwrap_or_default();
-        h.pending = self.queue.pending_for(backend);
-        h
-    }
-}
-
 /// The status vault: build it, hand its [`StatusRestorer`] to the controllers that need it, then
 /// [`StatusVault::run`] it.
 pub struct StatusVault {
-    shared: Arc<Shared>,
-    policy_writer: reflector::store::Writer<StatusBackupPolicy>,
-    namespace_writer: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    client: Client,
+    capture: Arc<Capture>,
+    writers: ScopeWriters,
+    recorder: Recorder,
+    /// Notified by what the controller reacts to at once: a policy or namespace event, a kind's
+    /// first list, a backend failing or answering again.
+    changed: Arc<Notify>,
 }
 
 impl StatusVault {
@@ -308,8 +145,10 @@ impl StatusVault {
         leadership: watch::Receiver<Leadership>,
         on_saved: Option<SavedHook>,
     ) -> Self {
-        let (policies, policy_writer) = reflector::store();
-        let (namespaces, namespace_writer) = reflector::store();
+        let changed = Arc::new(Notify::new());
+        let (scope, writers) = Scope::new(settings);
+        let backends = Arc::new(Backends::new(changed.clone()));
+        let queue = Arc::new(CaptureQueue::default());
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -317,37 +156,39 @@ impl StatusVault {
                 instance: std::env::var("POD_NAME").ok(),
             },
         );
-        let shared = Arc::new(Shared {
-            client,
+        let restorer = Arc::new(Restorer::new(
+            client.clone(),
+            scope.clone(),
+            backends.clone(),
+            queue.clone(),
+            recorder.clone(),
+            leadership.clone(),
+        ));
+        let capture = Arc::new(Capture {
             watches,
-            settings,
-            queue: CaptureQueue::default(),
-            on_saved,
-            recorder,
+            scope,
+            kinds: Arc::new(Kinds::new(changed.clone())),
+            backends,
+            queue,
+            restorer,
             leadership,
-            policies,
-            policies_synced: AtomicBool::new(false),
-            namespaces,
-            kinds: Mutex::new(BTreeMap::new()),
-            vaults: tokio::sync::Mutex::new(HashMap::new()),
-            health: Mutex::new(HashMap::new()),
-            restore_attempts: Mutex::new(HashSet::new()),
-            warned: Mutex::new(HashSet::new()),
+            on_saved,
             written: Counter::default(),
-            capture_lag: Histogram::new(CAPTURE_LAG_BUCKETS),
-            changed: Notify::new(),
+            capture_lag: Capture::capture_lag_histogram(),
         });
         Self {
-            shared,
-            policy_writer,
-            namespace_writer,
+            client,
+            capture,
+            writers,
+            recorder,
+            changed,
         }
     }
 
     /// The runtime API for Vigil's controllers (see [`StatusRestorer::ensure_restored`]).
     pub fn restorer(&self) -> StatusRestorer {
         StatusRestorer {
-            shared: self.shared.clone(),
+            inner: self.capture.restorer.clone(),
         }
     }
 
@@ -360,19 +201,21 @@ impl StatusVault {
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
         let Self {
-            shared,
-            policy_writer,
-            namespace_writer,
+            client,
+            capture,
+            writers,
+            recorder,
+            changed,
         } = self;
         registry.register(
             "vigil_status_vault_records_written",
             "Status records written to the vault's backends",
-            shared.written.clone(),
+            capture.written.clone(),
         );
         registry.register(
             "vigil_status_vault_capture_lag_seconds",
             "From a status change's watch event to its record being durable in the backend",
-            shared.capture_lag.clone(),
+            capture.capture_lag.clone(),
         );
         let pending_gauge = Gauge::<i64>::default();
         registry.register(
@@ -382,85 +225,45 @@ impl StatusVault {
         );
         let metrics = registry.controller(NAME);
 
-        let ns_synced = Arc::new(AtomicBool::new(false));
-        let mut tasks = Vec::new();
-        {
-            let shared = shared.clone();
-            tasks.push(tokio::spawn(async move {
-                let stream = reflector::reflector(
-                    policy_writer,
-                    shared
-                        .watches
-                        .watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
-                );
-                futures::pin_mut!(stream);
-                let mut told = false;
-                while let Some(event) = stream.next().await {
-                    match event {
-                        Ok(watcher::Event::InitDone) => {
-                            shared.policies_synced.store(true, Ordering::Release);
-                        }
-                        // The CRD is not installed: no policy, nothing to do (the list is
-                        // retried with backoff, so installing the CRD later just works).
-                        Err(watcher::Error::InitialListFailed(kube::Error::Api(s)))
-                            if s.code == 404 =>
-                        {
-                            if !told {
-                                tracing::info!(
-                                    "no StatusBackupPolicy CRD installed: the status vault is idle"
-                                );
-                                told = true;
-                            }
-                            shared.policies_synced.store(true, Ordering::Release);
-                        }
-                        _ => {}
-                    }
-                    shared.changed.notify_one();
-                }
-            }));
-        }
-        {
-            let shared = shared.clone();
-            let ns_synced = ns_synced.clone();
-            tasks.push(tokio::spawn(async move {
-                let stream = reflector::reflector(
-                    namespace_writer,
-                    shared
-                        .watches
-                        .watch::<PartialObjectMeta<Namespace>>(None, &watcher::Config::default()),
-                );
-                futures::pin_mut!(stream);
-                while let Some(event) = stream.next().await {
-                    if let Ok(watcher::Event::InitDone) = event {
-                        ns_synced.store(true, Ordering::Release);
-                    }
-                    shared.changed.notify_one();
-                }
-            }));
-        }
+        let scope = capture.scope.clone();
+        let mut tasks = vec![
+            tokio::spawn(watch_policies(
+                capture.watches.clone(),
+                scope.clone(),
+                writers.policies,
+                changed.clone(),
+            )),
+            tokio::spawn(watch_namespaces(
+                capture.watches.clone(),
+                scope.clone(),
+                writers.namespaces,
+                changed.clone(),
+            )),
+        ];
         for _ in 0..WORKERS {
-            tasks.push(tokio::spawn(capture::capture_worker(shared.clone())));
+            tasks.push(tokio::spawn(capture::capture_worker(capture.clone())));
         }
-        tasks.push(tokio::spawn(check_backends(shared.clone())));
+        tasks.push(tokio::spawn(check_backends(capture.clone())));
 
         let mut supervisor = Supervisor {
-            shared: shared.clone(),
+            client,
+            recorder,
+            capture: capture.clone(),
             watches: HashMap::new(),
             retry_at: HashMap::new(),
             backoffs: Backoffs::new(RESOLVE_RETRY),
-            fingerprints: HashMap::new(),
         };
         let mut reported_ready = false;
         futures::pin_mut!(shutdown);
-        let mut leadership = shared.leadership.clone();
+        let mut leadership = capture.leadership.clone();
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
-                () = shared.changed.notified() => {}
+                () = changed.notified() => {}
                 _ = leadership.changed() => {}
                 () = tokio::time::sleep(TICK) => {}
             }
-            let synced = shared.policies_synced() && ns_synced.load(Ordering::Acquire);
+            let synced = scope.synced();
             if synced && !reported_ready {
                 ready(true);
                 reported_ready = true;
@@ -471,7 +274,7 @@ impl StatusVault {
             let timer = metrics.reconcile_started();
             supervisor.sync_watches().await;
             let ok = supervisor.update_policies().await;
-            pending_gauge.set(i64::try_from(shared.queue.pending_for_all()).unwrap_or(i64::MAX));
+            pending_gauge.set(i64::try_from(capture.queue.pending_for_all()).unwrap_or(i64::MAX));
             timer.finish(if ok {
                 vigil_runtime::metrics::ReconcileResult::Success
             } else {
@@ -481,15 +284,66 @@ impl StatusVault {
         // Give queued captures a moment to reach their backend before going away; what does not
         // make it is captured again by the next leader's initial list.
         let deadline = Instant::now() + Duration::from_secs(5);
-        while shared.queue.pending_for_all() > 0 && Instant::now() < deadline {
+        while capture.queue.pending_for_all() > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        for (_, (handle, _)) in supervisor.watches.drain() {
-            handle.abort();
+        for (_, watch) in supervisor.watches.drain() {
+            watch.handle.abort();
         }
         for task in tasks {
             task.abort();
         }
+    }
+}
+
+/// Fills the policy cache; the controller looks again on each event.
+async fn watch_policies(
+    watches: SharedWatches,
+    scope: Arc<Scope>,
+    writer: reflector::store::Writer<StatusBackupPolicy>,
+    changed: Arc<Notify>,
+) {
+    let stream = reflector::reflector(
+        writer,
+        watches.watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
+    );
+    futures::pin_mut!(stream);
+    let mut told = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => scope.set_policies_synced(),
+            // The CRD is not installed: no policy, nothing to do (the list is retried with
+            // backoff, so installing the CRD later just works).
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                if !told {
+                    tracing::info!("no StatusBackupPolicy CRD installed: the status vault is idle");
+                    told = true;
+                }
+                scope.set_policies_synced();
+            }
+            _ => {}
+        }
+        changed.notify_one();
+    }
+}
+
+/// Fills the namespace cache (labels, for `namespaceSelector`).
+async fn watch_namespaces(
+    watches: SharedWatches,
+    scope: Arc<Scope>,
+    writer: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    changed: Arc<Notify>,
+) {
+    let stream = reflector::reflector(
+        writer,
+        watches.watch::<PartialObjectMeta<Namespace>>(None, &watcher::Config::default()),
+    );
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        if let Ok(watcher::Event::InitDone) = event {
+            scope.set_namespaces_synced();
+        }
+        changed.notify_one();
     }
 }
 
@@ -508,63 +362,46 @@ pub async fn run(
         .await;
 }
 
+/// A running kind watch.
+struct KindWatch {
+    handle: tokio::task::JoinHandle<()>,
+    /// The policies it was started for: a change restarts it.
+    fingerprint: Fingerprint,
+}
+
+/// The controller's loop state: the kind watches it runs, and when unresolved kinds are tried
+/// again.
 struct Supervisor {
-    shared: Arc<Shared>,
-    /// Running kind watches and the API resource they watch.
-    watches: HashMap<ResourceKind, (tokio::task::JoinHandle<()>, ApiResource)>,
+    client: Client,
+    recorder: Recorder,
+    capture: Arc<Capture>,
+    watches: HashMap<ResourceKind, KindWatch>,
     /// When an unresolved kind is tried again.
     retry_at: HashMap<ResourceKind, Instant>,
     backoffs: Backoffs<ResourceKind>,
-    /// The policies (name, generation) naming each watched kind: a change restarts its watch,
-    /// so objects the edit newly covers are captured.
-    fingerprints: HashMap<ResourceKind, Vec<(String, Option<i64>)>>,
 }
 
 impl Supervisor {
     /// Starts watches for the kinds policies name (resolving them first), stops the others.
     async fn sync_watches(&mut self) {
-        let leading = *self.shared.leadership.borrow() == Leadership::Leading;
-        let policies = self.shared.policies();
+        let leading = *self.capture.leadership.borrow() == Leadership::Leading;
+        let policies = self.capture.scope.policies();
         let wanted = if leading {
             decide::wanted_kinds(&policies)
         } else {
             BTreeSet::new()
         };
-        let fingerprint = |kind: &ResourceKind| {
-            let mut f: Vec<(String, Option<i64>)> = policies
-                .iter()
-                .filter(|p| decide::names_kind(p, kind))
-                .map(|p| (p.name.clone(), p.generation))
-                .collect();
-            f.sort();
-            f
-        };
-        let stale: Vec<ResourceKind> = self
-            .watches
-            .keys()
-            .filter(|k| !wanted.contains(*k) || self.fingerprints.get(*k) != Some(&fingerprint(k)))
-            .cloned()
-            .collect();
-        for kind in stale {
-            if let Some((handle, _)) = self.watches.remove(&kind) {
-                handle.abort();
+        let kinds = &self.capture.kinds;
+        let running = self.watches.iter().map(|(k, w)| (k, &w.fingerprint));
+        for kind in decide::stale_watches(running, &wanted, &policies) {
+            if let Some(watch) = self.watches.remove(&kind) {
+                watch.handle.abort();
             }
-            self.fingerprints.remove(&kind);
-            let mut kinds = lock(&self.shared.kinds);
             if wanted.contains(&kind) {
-                // Restarted: forget the statuses seen so the initial list captures them again
-                // (the vault writes nothing for those it already holds).
-                if let Some(state) = kinds.get_mut(&kind) {
-                    for o in state.objects.values_mut() {
-                        o.status_hash = None;
-                    }
-                    state.synced = false;
-                }
-            } else {
-                kinds.remove(&kind);
+                kinds.restart(&kind);
             }
         }
-        lock(&self.shared.kinds).retain(|k, _| wanted.contains(k));
+        kinds.retain(&wanted);
         for kind in &wanted {
             if self.watches.contains_key(kind) {
                 continue;
@@ -576,29 +413,23 @@ impl Supervisor {
             {
                 continue;
             }
-            let (resolution, ar) = resolve(&self.shared.client, kind).await;
-            let watching = ar.is_some();
-            {
-                let mut kinds = lock(&self.shared.kinds);
-                let state = kinds.entry(kind.clone()).or_insert_with(|| KindState {
-                    resolution: resolution.clone(),
-                    objects: Objects::new(),
-                    synced: false,
-                });
-                state.resolution = resolution.clone();
-            }
+            let (resolution, ar) = resolve(&self.client, kind).await;
+            kinds.set_resolution(kind, resolution.clone());
             match ar {
                 Some(ar) => {
                     self.backoffs.success(kind);
                     self.retry_at.remove(kind);
                     tracing::info!(group = %kind.group, kind = %kind.kind, resource = %ar.plural, "watching status");
-                    let handle = tokio::spawn(capture::watch_kind(
-                        self.shared.clone(),
+                    let handle =
+                        tokio::spawn(capture::watch_kind(self.capture.clone(), kind.clone(), ar));
+                    let fingerprint = decide::fingerprint(&policies, kind);
+                    self.watches.insert(
                         kind.clone(),
-                        ar.clone(),
-                    ));
-                    self.watches.insert(kind.clone(), (handle, ar));
-                    self.fingerprints.insert(kind.clone(), fingerprint(kind));
+                        KindWatch {
+                            handle,
+                            fingerprint,
+                        },
+                    );
                 }
                 None => {
                     let retry = self.backoffs.failure(kind);
@@ -607,51 +438,41 @@ impl Supervisor {
                     tracing::debug!(group = %kind.group, kind = %kind.kind, state = resolution.state(), delay = ?retry.delay, "kind not watched; retrying");
                 }
             }
-            debug_assert!(watching || !self.watches.contains_key(kind));
         }
     }
 
     /// Writes each policy's status where it changed, and Events for new problems. Returns
     /// whether every write succeeded.
     async fn update_policies(&mut self) -> bool {
-        if *self.shared.leadership.borrow() != Leadership::Leading {
+        if *self.capture.leadership.borrow() != Leadership::Leading {
             return true;
         }
-        let shared = &self.shared;
-        let policies: Vec<Arc<StatusBackupPolicy>> = shared.policies.state();
-        let views = shared.policies();
-        let (resolutions, covered) = {
-            let kinds = lock(&shared.kinds);
-            let resolutions: BTreeMap<ResourceKind, Resolution> = kinds
-                .iter()
-                .map(|(k, s)| (k.clone(), s.resolution.clone()))
-                .collect();
-            let labels = |ns: &str| shared.namespace_labels(ns);
-            let covered: BTreeMap<String, u32> = views
-                .iter()
-                .map(|p| {
-                    let n: usize = kinds
-                        .iter()
-                        .map(|(kind, s)| {
-                            s.objects
-                                .values()
-                                .filter(|o| decide::covers(p, kind, o, &labels))
-                                .count()
-                        })
-                        .sum();
-                    (p.name.clone(), u32::try_from(n).unwrap_or(u32::MAX))
-                })
-                .collect();
-            (resolutions, covered)
-        };
+        let scope = &self.capture.scope;
+        let policies = scope.policy_objects();
+        let views = scope.policies();
+        let resolutions = self.capture.kinds.resolutions();
+        let labels = |ns: &str| scope.namespace_labels(ns);
+        let covered: BTreeMap<String, u32> = views
+            .iter()
+            .map(|p| {
+                let n = self
+                    .capture
+                    .kinds
+                    .count(|kind, o| decide::covers(p, kind, o, &labels));
+                (p.name.clone(), u32::try_from(n).unwrap_or(u32::MAX))
+            })
+            .collect();
         let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::now(),
         );
-        let api: Api<StatusBackupPolicy> = Api::all(shared.client.clone());
+        let api: Api<StatusBackupPolicy> = Api::all(self.client.clone());
         let mut ok = true;
         for (policy, view) in policies.iter().zip(views.iter()) {
-            let backend = decide::backend_of(view, &shared.settings);
-            let health = shared.health_of(&backend);
+            let backend = scope.backend_of(view);
+            let health = self
+                .capture
+                .backends
+                .health_of(&backend, self.capture.queue.pending_for(&backend));
             let plan = decide::policy_status(&PolicyInputs {
                 policy: view,
                 previous: policy.status.as_ref(),
@@ -680,113 +501,35 @@ impl Supervisor {
             }
             for (reason, message) in &plan.warnings {
                 let event = events::event(true, reason, message, "Watch");
-                events::record(&shared.recorder, &event, &policy.object_ref(&())).await;
+                events::record(&self.recorder, &event, &policy.object_ref(&())).await;
             }
         }
         ok
     }
 }
 
-/// Resolves a kind through API discovery: its resource, and whether it has `/status`.
-async fn resolve(client: &Client, kind: &ResourceKind) -> (Resolution, Option<ApiResource>) {
-    let group_label = if kind.group.is_empty() {
-        "the core group".to_owned()
-    } else {
-        format!("group {}", kind.group)
-    };
-    let group = match kube::discovery::group(client, &kind.group).await {
-        Ok(g) => g,
-        Err(kube::Error::Discovery(kube::error::DiscoveryError::MissingApiGroup(_))) => {
-            return (
-                Resolution::NotFound(format!("the API server serves no {group_label}")),
-                None,
-            );
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 => {
-            return (
-                Resolution::NotFound(format!("the API server serves no {group_label}")),
-                None,
-            );
-        }
-        Err(e) => return (Resolution::Failed(e.to_string()), None),
-    };
-    // The kind may live in any version the group serves: two CRDs of one group can serve
-    // different versions (`vigil.dev/v1` StatusBackupPolicy, `vigil.dev/v1alpha1`
-    // KubernetesCluster), and the group's preferred version is only one of them.
-    let preferred = group.preferred_version_or_latest().to_owned();
-    let versions: Vec<String> = std::iter::once(preferred.clone())
-        .chain(
-            group
-                .versions()
-                .filter(|v| **v != preferred)
-                .map(str::to_owned),
-        )
-        .collect();
-    let found = versions.iter().find_map(|version| {
-        let resources = group.versioned_resources(version);
-        resources
-            .iter()
-            .find(|(ar, _)| ar.kind == kind.kind)
-            .or_else(|| {
-                resources.iter().find(|(ar, _)| {
-                    ar.kind.eq_ignore_ascii_case(&kind.kind)
-                        || ar.plural.eq_ignore_ascii_case(&kind.kind)
-                })
-            })
-            .cloned()
-    });
-    let Some((ar, caps)) = found else {
-        return (
-            Resolution::NotFound(format!(
-                "no kind {} in {group_label} (versions {})",
-                kind.kind,
-                versions.join(", ")
-            )),
-            None,
-        );
-    };
-    if !caps
-        .subresources
-        .iter()
-        .any(|(sub, _)| sub.plural == "status")
-    {
-        return (
-            Resolution::NoStatusSubresource {
-                resource: ar.plural.clone(),
-            },
-            None,
-        );
-    }
-    (
-        Resolution::Watching {
-            resource: ar.plural.clone(),
-            api_version: ar.api_version.clone(),
-            namespaced: caps.scope == kube::discovery::Scope::Namespaced,
-        },
-        Some(ar.clone()),
-    )
-}
-
 /// Checks the backends policies name, so an outage (and its end) shows even without captures.
-async fn check_backends(shared: Arc<Shared>) {
+async fn check_backends(capture: Arc<Capture>) {
+    let scope = &capture.scope;
     loop {
         tokio::time::sleep(CHECK_INTERVAL).await;
-        if *shared.leadership.borrow() != Leadership::Leading || !shared.policies_synced() {
+        if *capture.leadership.borrow() != Leadership::Leading || !scope.policies_synced() {
             continue;
         }
-        let backends: BTreeSet<BackendRef> = shared
+        let backends: BTreeSet<BackendRef> = scope
             .policies()
             .iter()
-            .map(|p| decide::backend_of(p, &shared.settings))
+            .map(|p| scope.backend_of(p))
             .collect();
         for backend in backends {
-            let result = match shared.vault(&backend).await {
+            let retention = scope.retention_of(&backend);
+            let result = match capture.backends.vault(&backend, retention).await {
                 Ok(vault) => vault.check().await.map_err(|e| e.to_string()),
                 Err(e) => Err(e),
             };
             match result {
-                Ok(()) => shared.backend_succeeded(&backend, false),
-                Err(e) => shared.backend_failed(&backend, &e),
+                Ok(()) => capture.backends.succeeded(&backend, false),
+                Err(e) => capture.backends.failed(&backend, &e),
             }
         }
     }

@@ -1,5 +1,6 @@
-//! The status vault's pure decisions: which objects a policy covers, which kinds to watch, which
-//! backend a policy writes to, whether a status change is worth a record, which record (if any) a
+//! The status vault's pure decisions: which objects a policy covers, which kinds to watch (and
+//! which watches to restart), which backend a policy writes to, what a new observation of an
+//! object calls for (a record, a restore), where a restore stands, which record (if any) a
 //! re-created object gets back, and what a policy's status says.
 //!
 //! No clock, no I/O: the same inputs always give the same answer.
@@ -8,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash as _, Hasher as _};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use kube::ResourceExt as _;
+use kube::api::DynamicObject;
 use kube::core::{Selector, SelectorExt as _};
 use serde_json::Value;
 use vigil_apis::status_backup_policy::{
@@ -48,6 +51,17 @@ pub fn status_hash(status: Option<&Value>) -> Option<u64> {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     status.map(Value::to_string).hash(&mut hasher);
     Some(hasher.finish())
+}
+
+/// The lean view of a watched object: metadata and a hash of its status.
+pub fn object_view(obj: &DynamicObject) -> ObjectView {
+    ObjectView {
+        namespace: obj.namespace(),
+        name: obj.name_any(),
+        uid: obj.uid().unwrap_or_default(),
+        labels: obj.labels().clone(),
+        status_hash: status_hash(obj.data.get("status")),
+    }
 }
 
 /// Whether a new observation of an object is worth a record: a non-empty status that differs
@@ -174,6 +188,122 @@ pub fn restores_on_create<'a>(
     policies.into_iter().any(|p| {
         p.spec.restore_mode == RestoreMode::OnCreate && covers(p, kind, object, namespace_labels)
     })
+}
+
+/// What a new observation of a watched object calls for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedPlan {
+    /// Backends to queue a record of its status for.
+    pub capture_to: Vec<BackendRef>,
+    pub restore: RestoreStep,
+}
+
+/// The restore an observation calls for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestoreStep {
+    None,
+    /// Empty under an `OnCreate` policy: restore its status (once per object, in the background).
+    Restore,
+    /// It has its status but still says `vigil.dev/restore-status: pending`: say `done`, so other
+    /// operators go ahead.
+    MarkDone,
+}
+
+/// Decides on a new observation of an object: a record for each backend `covering` it when its
+/// status changed, and a restore when a policy restoring on create covers it
+/// (`restores_on_create`) and its status is empty — or the convention's annotation, still
+/// pending (`annotation_pending`), once it is not.
+pub fn on_observed(
+    previous: Option<&ObjectView>,
+    now: &ObjectView,
+    covering: Vec<BackendRef>,
+    restores_on_create: bool,
+    annotation_pending: bool,
+) -> ObservedPlan {
+    let capture_to = if worth_capturing(previous, now) {
+        covering
+    } else {
+        Vec::new()
+    };
+    let restore = match (restores_on_create, now.status_hash.is_none()) {
+        (false, _) => RestoreStep::None,
+        (true, true) => RestoreStep::Restore,
+        (true, false) if annotation_pending => RestoreStep::MarkDone,
+        (true, false) => RestoreStep::None,
+    };
+    ObservedPlan {
+        capture_to,
+        restore,
+    }
+}
+
+/// Where a restore stands before the vault is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreStart {
+    /// Nothing to restore; `mark_done`: flip the object's restore-status annotation to `done`.
+    Nothing { mark_done: bool },
+    /// Not known yet: why.
+    Pending(String),
+    /// Read these backends' history of the object, in order.
+    Search(Vec<BackendRef>),
+}
+
+/// Decides whether a restore of `object` reads the vault: not when it has a status, nor when
+/// no policy restoring on create covers it (`backends` is empty); not yet while the policies
+/// are not loaded or records of the previous object are still on their way
+/// (`captures_pending`) — restoring then could hand back a stale status.
+pub fn restore_start(
+    object: &ObjectView,
+    annotation_pending: bool,
+    policies_synced: bool,
+    backends: Vec<BackendRef>,
+    captures_pending: bool,
+) -> RestoreStart {
+    if object.status_hash.is_some() {
+        return RestoreStart::Nothing {
+            mark_done: annotation_pending,
+        };
+    }
+    if !policies_synced {
+        return RestoreStart::Pending("the status backup policies are not loaded yet".into());
+    }
+    if backends.is_empty() {
+        return RestoreStart::Nothing { mark_done: false };
+    }
+    if captures_pending {
+        return RestoreStart::Pending(
+            "records of the previous object are still on their way to the vault".into(),
+        );
+    }
+    RestoreStart::Search(backends)
+}
+
+/// What a watch of a kind depends on: the policies (name, generation) naming it. When it
+/// changes the watch restarts, so objects an edited policy newly covers are captured.
+pub type Fingerprint = Vec<(String, Option<i64>)>;
+
+pub fn fingerprint(policies: &[PolicyView], kind: &ResourceKind) -> Fingerprint {
+    let mut f: Fingerprint = policies
+        .iter()
+        .filter(|p| names_kind(p, kind))
+        .map(|p| (p.name.clone(), p.generation))
+        .collect();
+    f.sort();
+    f
+}
+
+/// The running watches to stop: kinds no longer wanted, and kinds whose policies changed (they
+/// start again when still wanted).
+pub fn stale_watches<'a>(
+    running: impl IntoIterator<Item = (&'a ResourceKind, &'a Fingerprint)>,
+    wanted: &BTreeSet<ResourceKind>,
+    policies: &[PolicyView],
+) -> Vec<ResourceKind> {
+    running
+        .into_iter()
+        .filter(|(kind, f)| !wanted.contains(*kind) || **f != fingerprint(policies, kind))
+        .map(|(kind, _)| kind.clone())
+        .collect()
 }
 
 /// What a re-created object gets back.
@@ -757,5 +887,99 @@ mod tests {
             Some("Unavailable")
         );
         assert!(plan.status.last_capture.is_some());
+    }
+
+    fn backend(location: &str) -> BackendRef {
+        BackendRef {
+            location: location.into(),
+            key_file: None,
+        }
+    }
+
+    #[test]
+    fn an_observation_is_captured_when_its_status_changed_and_restored_when_empty() {
+        let seen = object(Some("ns"), &[], Some(1));
+        let to = vec![backend("dir:/a")];
+        let same = on_observed(Some(&seen), &seen, to.clone(), false, false);
+        assert_eq!(same.capture_to, Vec::<BackendRef>::new(), "a resend");
+        assert_eq!(same.restore, RestoreStep::None);
+
+        let changed = object(Some("ns"), &[], Some(2));
+        let plan = on_observed(Some(&seen), &changed, to.clone(), true, false);
+        assert_eq!(plan.capture_to, to);
+        assert_eq!(plan.restore, RestoreStep::None);
+        let plan = on_observed(Some(&seen), &changed, to.clone(), true, true);
+        assert_eq!(
+            plan.restore,
+            RestoreStep::MarkDone,
+            "the convention's annotation"
+        );
+
+        let empty = object(Some("ns"), &[], None);
+        let plan = on_observed(None, &empty, to.clone(), true, true);
+        assert!(
+            plan.capture_to.is_empty(),
+            "an empty status is never recorded"
+        );
+        assert_eq!(plan.restore, RestoreStep::Restore);
+        assert_eq!(
+            on_observed(None, &empty, to, false, true).restore,
+            RestoreStep::None,
+            "no OnCreate policy"
+        );
+    }
+
+    #[test]
+    fn a_restore_reads_the_vault_only_for_an_empty_covered_object_once_captures_are_in() {
+        let to = vec![backend("dir:/a")];
+        let kept = object(Some("ns"), &[], Some(1));
+        assert_eq!(
+            restore_start(&kept, true, true, to.clone(), false),
+            RestoreStart::Nothing { mark_done: true }
+        );
+        let empty = object(Some("ns"), &[], None);
+        assert!(matches!(
+            restore_start(&empty, false, false, to.clone(), false),
+            RestoreStart::Pending(_)
+        ));
+        assert_eq!(
+            restore_start(&empty, true, true, Vec::new(), false),
+            RestoreStart::Nothing { mark_done: false }
+        );
+        assert!(matches!(
+            restore_start(&empty, false, true, to.clone(), true),
+            RestoreStart::Pending(why) if why.contains("on their way")
+        ));
+        assert_eq!(
+            restore_start(&empty, false, true, to.clone(), false),
+            RestoreStart::Search(to)
+        );
+    }
+
+    #[test]
+    fn watches_restart_when_their_policies_change_and_stop_when_unwanted() {
+        let p = policy(
+            json!({"resources": [{"group": "infra.example.com", "kind": "KubernetesCluster"}]}),
+        );
+        let policies = vec![p.clone()];
+        let kind = clusters();
+        let current = fingerprint(&policies, &kind);
+        assert_eq!(current, vec![("p".to_owned(), Some(3))]);
+        let wanted = wanted_kinds(&policies);
+        let running = BTreeMap::from([(kind.clone(), current.clone())]);
+        assert!(stale_watches(&running, &wanted, &policies).is_empty());
+
+        let edited = vec![PolicyView {
+            generation: Some(4),
+            ..p
+        }];
+        assert_eq!(
+            stale_watches(&running, &wanted, &edited),
+            vec![kind.clone()]
+        );
+        assert_eq!(
+            stale_watches(&running, &BTreeSet::new(), &policies),
+            vec![kind]
+        );
     }
 }

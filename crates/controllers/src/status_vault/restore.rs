@@ -6,22 +6,27 @@
 //! annotated (`vigil.dev/status-restored-from`, and `vigil.dev/restore-status: done` when the
 //! object carries that convention's annotation) and an Event says where the status came from.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::EventType;
-use kube::{Resource, ResourceExt as _};
+use kube::runtime::events::{EventType, Recorder};
+use kube::{Client, Resource, ResourceExt as _};
 use serde_json::json;
+use tokio::sync::watch;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::events;
 use vigil_runtime::leader::Leadership;
 use vigil_vault::{ObjectKey, Record};
 
-use super::capture;
-use super::controller::{FIELD_MANAGER, Shared};
-use super::decide::{self, Pick};
-use super::model::{BackendRef, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, RESTORED_FROM_ANNOTATION};
+use super::backends::Backends;
+use super::decide::{self, Pick, RestoreStart};
+use super::model::{
+    FIELD_MANAGER, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, RESTORED_FROM_ANNOTATION,
+};
+use super::queue::CaptureQueue;
+use super::scope::Scope;
 
 /// Event reasons.
 pub const REASON_STATUS_RESTORED: &str = "StatusRestored";
@@ -42,10 +47,66 @@ pub enum RestoreOutcome {
     Pending(String),
 }
 
+/// What a restore reads and writes: the API, the policies, the backends and the captures still
+/// on their way; and what it remembers: objects a background restore is under way for, and
+/// corrupt records already reported.
+pub struct Restorer {
+    pub client: Client,
+    pub scope: Arc<Scope>,
+    pub backends: Arc<Backends>,
+    pub queue: Arc<CaptureQueue>,
+    pub recorder: Recorder,
+    pub leadership: watch::Receiver<Leadership>,
+    attempts: Mutex<HashSet<String>>,
+    warned: Mutex<HashSet<String>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Plain sets: a panic elsewhere cannot leave them half-updated.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Restorer {
+    pub fn new(
+        client: Client,
+        scope: Arc<Scope>,
+        backends: Arc<Backends>,
+        queue: Arc<CaptureQueue>,
+        recorder: Recorder,
+        leadership: watch::Receiver<Leadership>,
+    ) -> Self {
+        Self {
+            client,
+            scope,
+            backends,
+            queue,
+            recorder,
+            leadership,
+            attempts: Mutex::default(),
+            warned: Mutex::default(),
+        }
+    }
+
+    /// Whether this is the first restore attempt for an object (uid) since it was last seen.
+    pub fn first_attempt(&self, uid: &str) -> bool {
+        lock(&self.attempts).insert(uid.to_owned())
+    }
+
+    /// The object is gone (or its restore ended unfinished): a later one starts afresh.
+    pub fn forget_attempt(&self, uid: &str) {
+        lock(&self.attempts).remove(uid);
+    }
+
+    /// Whether a warning (by key) is reported for the first time.
+    fn first_warning(&self, key: &str) -> bool {
+        lock(&self.warned).insert(key.to_owned())
+    }
+}
+
 /// The handle Vigil's controllers consult before acting on an object whose status is empty.
 #[derive(Clone)]
 pub struct StatusRestorer {
-    pub(super) shared: Arc<Shared>,
+    pub(super) inner: Arc<Restorer>,
 }
 
 impl std::fmt::Debug for StatusRestorer {
@@ -82,64 +143,55 @@ impl StatusRestorer {
         ar: &ApiResource,
         obj: &DynamicObject,
     ) -> RestoreOutcome {
-        restore_once(&self.shared, ar, obj).await
+        restore_once(&self.inner, ar, obj).await
     }
 }
 
-fn api_for(shared: &Shared, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+fn api_for(restorer: &Restorer, ar: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
     match namespace {
-        Some(ns) => Api::namespaced_with(shared.client.clone(), ns, ar),
-        None => Api::all_with(shared.client.clone(), ar),
+        Some(ns) => Api::namespaced_with(restorer.client.clone(), ns, ar),
+        None => Api::all_with(restorer.client.clone(), ar),
     }
 }
 
 /// One attempt at restoring `obj`'s status.
 pub async fn restore_once(
-    shared: &Shared,
+    restorer: &Restorer,
     ar: &ApiResource,
     obj: &DynamicObject,
 ) -> RestoreOutcome {
-    let view = capture::view(obj);
+    let view = decide::object_view(obj);
     let annotation_pending = obj
         .annotations()
         .get(RESTORE_STATUS_ANNOTATION)
         .is_some_and(|v| v != RESTORE_DONE);
-    if view.status_hash.is_some() {
-        if annotation_pending {
-            mark_done(shared, ar, obj, None).await;
-        }
-        return RestoreOutcome::NothingToRestore;
-    }
-    if !shared.policies_synced() {
-        return RestoreOutcome::Pending("the status backup policies are not loaded yet".into());
-    }
     let kind = ResourceKind {
         group: ar.group.clone(),
         kind: ar.kind.clone(),
     };
-    let policies = shared.policies();
-    let labels = |ns: &str| shared.namespace_labels(ns);
-    let mut backends: Vec<BackendRef> = policies
-        .iter()
-        .filter(|p| {
-            p.spec.restore_mode == vigil_apis::status_backup_policy::RestoreMode::OnCreate
-                && decide::covers(p, &kind, &view, &labels)
-        })
-        .map(|p| decide::backend_of(p, &shared.settings))
-        .collect();
-    backends.sort();
-    backends.dedup();
-    if backends.is_empty() {
-        return RestoreOutcome::NothingToRestore;
-    }
+    let scope = &restorer.scope;
+    let backends = scope.backends_covering(&scope.policies(), &kind, &view, true);
     let key = ObjectKey::new(&ar.group, &ar.kind, view.namespace.as_deref(), &view.name);
-    if shared.queue.has_pending(&key) {
-        return RestoreOutcome::Pending(
-            "records of the previous object are still on their way to the vault".into(),
-        );
-    }
+    let start = decide::restore_start(
+        &view,
+        annotation_pending,
+        scope.policies_synced(),
+        backends,
+        restorer.queue.has_pending(&key),
+    );
+    let backends = match start {
+        RestoreStart::Nothing { mark_done } => {
+            if mark_done {
+                mark_restored(restorer, ar, obj, None).await;
+            }
+            return RestoreOutcome::NothingToRestore;
+        }
+        RestoreStart::Pending(why) => return RestoreOutcome::Pending(why),
+        RestoreStart::Search(backends) => backends,
+    };
     for backend in &backends {
-        let vault = match shared.vault(backend).await {
+        let retention = scope.retention_of(backend);
+        let vault = match restorer.backends.vault(backend, retention).await {
             Ok(v) => v,
             Err(e) => return RestoreOutcome::Pending(e),
         };
@@ -156,10 +208,10 @@ pub async fn restore_once(
                     "the newest status record of {key} in {} cannot be read ({reason}); nothing restored — restore it with `vigil status restore` once fixed",
                     backend.location
                 );
-                if shared.first_warning(&format!("corrupt/{}", view.uid)) {
+                if restorer.first_warning(&format!("corrupt/{}", view.uid)) {
                     tracing::warn!(object = %key, %reason, "corrupt status record: not restored");
                     publish(
-                        shared,
+                        restorer,
                         ar,
                         obj,
                         EventType::Warning,
@@ -170,23 +222,23 @@ pub async fn restore_once(
                 }
                 return RestoreOutcome::Pending(message);
             }
-            Pick::Restore(record) => return write_status(shared, ar, obj, *record).await,
+            Pick::Restore(record) => return write_status(restorer, ar, obj, *record).await,
         }
     }
     if annotation_pending {
-        mark_done(shared, ar, obj, None).await;
+        mark_restored(restorer, ar, obj, None).await;
     }
     RestoreOutcome::NothingToRestore
 }
 
 /// Writes the saved status through `/status`, only if the object is still the one seen empty.
 async fn write_status(
-    shared: &Shared,
+    restorer: &Restorer,
     ar: &ApiResource,
     obj: &DynamicObject,
     record: Record,
 ) -> RestoreOutcome {
-    let api = api_for(shared, ar, obj.namespace().as_deref());
+    let api = api_for(restorer, ar, obj.namespace().as_deref());
     let Some(rv) = obj.resource_version() else {
         return RestoreOutcome::Pending("the object has no resourceVersion".into());
     };
@@ -210,14 +262,14 @@ async fn write_status(
         Err(kube::Error::Api(s)) if s.code == 404 => return RestoreOutcome::NothingToRestore,
         Err(e) => return RestoreOutcome::Pending(format!("writing the status: {e}")),
     }
-    mark_done(shared, ar, obj, Some(&record.time)).await;
+    mark_restored(restorer, ar, obj, Some(&record.time)).await;
     let message = format!(
         "status restored from the vault record of {} (previous object uid {}, resourceVersion {})",
         record.time, record.uid, record.resource_version
     );
     tracing::info!(kind = %ar.kind, namespace = ?obj.namespace(), name = %obj.name_any(), from = %record.time, "status restored");
     publish(
-        shared,
+        restorer,
         ar,
         obj,
         EventType::Normal,
@@ -231,7 +283,12 @@ async fn write_status(
 /// Sets `vigil.dev/status-restored-from` (when a status was restored) and flips the
 /// `vigil.dev/restore-status` convention annotation to `done` (when the object carries it).
 /// Best effort: the status is what matters; the annotation is retried on the next event.
-async fn mark_done(shared: &Shared, ar: &ApiResource, obj: &DynamicObject, from: Option<&str>) {
+pub async fn mark_restored(
+    restorer: &Restorer,
+    ar: &ApiResource,
+    obj: &DynamicObject,
+    from: Option<&str>,
+) {
     let mut annotations = serde_json::Map::new();
     if let Some(time) = from {
         annotations.insert(RESTORED_FROM_ANNOTATION.into(), json!(time));
@@ -242,7 +299,7 @@ async fn mark_done(shared: &Shared, ar: &ApiResource, obj: &DynamicObject, from:
     if annotations.is_empty() {
         return;
     }
-    let api = api_for(shared, ar, obj.namespace().as_deref());
+    let api = api_for(restorer, ar, obj.namespace().as_deref());
     let patch = json!({"metadata": {"annotations": annotations}});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -257,7 +314,7 @@ async fn mark_done(shared: &Shared, ar: &ApiResource, obj: &DynamicObject, from:
 }
 
 async fn publish(
-    shared: &Shared,
+    restorer: &Restorer,
     ar: &ApiResource,
     obj: &DynamicObject,
     type_: EventType,
@@ -274,7 +331,7 @@ async fn publish(
     };
     let warning = matches!(type_, EventType::Warning);
     let event = events::event(warning, reason, note, "RestoreStatus");
-    events::record(&shared.recorder, &event, &reference).await;
+    events::record(&restorer.recorder, &event, &reference).await;
 }
 
 /// How the controller retries a restore that is pending.
@@ -290,22 +347,22 @@ const RESTORE_RETRY: BackoffPolicy = BackoffPolicy {
 /// `OnCreate` policy: retried with backoff while pending, until the object is restored, has a
 /// status, is gone, or this replica stops leading.
 pub async fn restore_in_background(
-    shared: Arc<Shared>,
+    restorer: Arc<Restorer>,
     ar: ApiResource,
     namespace: Option<String>,
     name: String,
     uid: String,
 ) {
-    let api = api_for(&shared, &ar, namespace.as_deref());
+    let api = api_for(&restorer, &ar, namespace.as_deref());
     let mut attempt = 0u32;
     loop {
-        if *shared.leadership.borrow() != Leadership::Leading {
-            shared.forget_restore_attempt(&uid);
+        if *restorer.leadership.borrow() != Leadership::Leading {
+            restorer.forget_attempt(&uid);
             return;
         }
         let outcome = match api.get_opt(&name).await {
             Ok(Some(obj)) if obj.uid().as_deref() == Some(uid.as_str()) => {
-                restore_once(&shared, &ar, &obj).await
+                restore_once(&restorer, &ar, &obj).await
             }
             // Gone, or another object under the name (its own watch event handles it).
             Ok(_) => return,

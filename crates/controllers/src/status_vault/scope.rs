@@ -1,0 +1,126 @@
+//! What the status vault covers: the StatusBackupPolicy and Namespace caches, read the way the
+//! pure decisions take them (policy views, namespace labels), and the backends an object's
+//! records go to.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt as _;
+use kube::api::PartialObjectMeta;
+use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use vigil_apis::StatusBackupPolicy;
+use vigil_apis::status_backup_policy::{ResourceKind, RestoreMode};
+
+use super::decide;
+use super::model::{BackendRef, ObjectView, PolicyView, Settings};
+
+/// The policies and namespaces as the caches hold them, and the operator's settings.
+pub struct Scope {
+    settings: Settings,
+    policies: Store<StatusBackupPolicy>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    policies_synced: AtomicBool,
+    namespaces_synced: AtomicBool,
+}
+
+/// The writers that fill a [`Scope`]'s caches (fed by the controller's watches).
+pub struct ScopeWriters {
+    pub policies: Writer<StatusBackupPolicy>,
+    pub namespaces: Writer<PartialObjectMeta<Namespace>>,
+}
+
+impl Scope {
+    pub fn new(settings: Settings) -> (Arc<Self>, ScopeWriters) {
+        let (policies, policy_writer) = reflector::store();
+        let (namespaces, namespace_writer) = reflector::store();
+        let scope = Self {
+            settings,
+            policies,
+            namespaces,
+            policies_synced: AtomicBool::new(false),
+            namespaces_synced: AtomicBool::new(false),
+        };
+        let writers = ScopeWriters {
+            policies: policy_writer,
+            namespaces: namespace_writer,
+        };
+        (Arc::new(scope), writers)
+    }
+
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The cached policy objects (their status is what the controller compares with).
+    pub fn policy_objects(&self) -> Vec<Arc<StatusBackupPolicy>> {
+        self.policies.state()
+    }
+
+    /// The cached policies, as the decisions see them.
+    pub fn policies(&self) -> Vec<PolicyView> {
+        self.policies.state().iter().map(|p| view(p)).collect()
+    }
+
+    pub fn policies_synced(&self) -> bool {
+        self.policies_synced.load(Ordering::Acquire)
+    }
+
+    pub fn set_policies_synced(&self) {
+        self.policies_synced.store(true, Ordering::Release);
+    }
+
+    /// Both caches listed: the policies and namespaces decisions read are complete.
+    pub fn synced(&self) -> bool {
+        self.policies_synced() && self.namespaces_synced.load(Ordering::Acquire)
+    }
+
+    pub fn set_namespaces_synced(&self) {
+        self.namespaces_synced.store(true, Ordering::Release);
+    }
+
+    pub fn namespace_labels(&self, ns: &str) -> Option<BTreeMap<String, String>> {
+        self.namespaces
+            .get(&ObjectRef::new(ns))
+            .map(|n| n.labels().clone())
+    }
+
+    pub fn backend_of(&self, policy: &PolicyView) -> BackendRef {
+        decide::backend_of(policy, &self.settings)
+    }
+
+    /// Versions a backend keeps (see [`decide::retention_of`]).
+    pub fn retention_of(&self, backend: &BackendRef) -> u32 {
+        decide::retention_of(backend, &self.policies(), &self.settings)
+    }
+
+    /// The backends of the policies covering an object (each once, however many policies);
+    /// with `on_create_only`, only those of policies that restore it by themselves.
+    pub fn backends_covering(
+        &self,
+        policies: &[PolicyView],
+        kind: &ResourceKind,
+        object: &ObjectView,
+        on_create_only: bool,
+    ) -> Vec<BackendRef> {
+        let labels = |ns: &str| self.namespace_labels(ns);
+        let mut out: Vec<BackendRef> = policies
+            .iter()
+            .filter(|p| !on_create_only || p.spec.restore_mode == RestoreMode::OnCreate)
+            .filter(|p| decide::covers(p, kind, object, &labels))
+            .map(|p| self.backend_of(p))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+}
+
+fn view(policy: &StatusBackupPolicy) -> PolicyView {
+    PolicyView {
+        name: policy.name_any(),
+        generation: policy.metadata.generation,
+        spec: policy.spec.clone(),
+    }
+}
