@@ -11,15 +11,18 @@
 //! ```
 //!
 //! - **triggers**: the primary stream, [`ControllerBuilder::watches`] (a mapper from another
-//!   kind to the objects it concerns), [`ControllerBuilder::owns`] (owner references), every
-//!   object when this replica becomes leader, and the objects whose reconciles failed when the
+//!   kind to the objects it concerns), [`ControllerBuilder::owns`] (owner references),
+//!   [`ControllerBuilder::triggers`] (object references from anywhere: a poll of an outside
+//!   system), every object when this replica's leadership changes (after the hooks given to
+//!   [`ControllerBuilder::on_leadership`]), and the objects whose reconciles failed when the
 //!   API server answers again after an outage (see [`crate::reachability`]);
 //! - **work-queue metrics** (`workqueue_*`, controller-runtime's names) for every trigger;
 //! - **the guarded reconcile** ([`crate::reconcile`]): only the leader acts, nothing is decided
 //!   before the caches given to [`ControllerBuilder::wait_for`] have synced (they also make the
 //!   controller ready on `/readyz`), reconcile metrics, backoff reset on success;
 //! - **the error policy**: per-object exponential backoff; after ten failures in a row the
-//!   object is quarantined (retried every five minutes), counted in
+//!   object is quarantined (retried every five minutes; [`ControllerBuilder::backoff`] sets
+//!   other timings and threshold), counted in
 //!   `vigil_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
 //!   with [`ControllerBuilder::quarantine_condition`], a `Degraded=True` condition.
 //!
@@ -52,6 +55,9 @@ pub const DEFAULT_CONCURRENCY: u16 = 16;
 /// Reads an object's status conditions, for the quarantine's `Degraded` condition.
 pub type ConditionsOf<K> = fn(&K) -> Vec<Condition>;
 
+/// Told of each change of leadership, before every object is reconciled for it.
+type LeadershipHook = Box<dyn Fn(Leadership) + Send + Sync>;
+
 /// A controller of `K` being wired; [`Self::run`] runs it.
 pub struct ControllerBuilder<K>
 where
@@ -68,6 +74,7 @@ where
     conditions: Option<ConditionsOf<K>>,
     field_manager: String,
     event_action: String,
+    leadership_hooks: Vec<LeadershipHook>,
 }
 
 impl Runtime {
@@ -106,6 +113,7 @@ impl Runtime {
             conditions: None,
             field_manager: format!("vigil-{name}"),
             event_action: "Reconcile".to_owned(),
+            leadership_hooks: Vec::new(),
         }
     }
 }
@@ -163,6 +171,31 @@ where
         })
     }
 
+    /// Also reconciles each object `stream` names: changes the API server does not see, such
+    /// as a poll of an outside system finding an object's counterpart changed there.
+    pub fn triggers(mut self, stream: impl Stream<Item = ObjectRef<K>> + Send + 'static) -> Self {
+        let queue = self.queue.clone();
+        self.controller = self
+            .controller
+            .reconcile_on(stream.inspect(move |key| queue.added(key.clone())));
+        self
+    }
+
+    /// Times retries and the quarantine by `policy` instead of [`BackoffPolicy::default`]
+    /// (for a controller whose failures are another system's outages, say).
+    pub fn backoff(mut self, policy: BackoffPolicy) -> Self {
+        self.backoffs = Arc::new(Backoffs::new(policy));
+        self
+    }
+
+    /// Calls `hook` with the new leadership each time it changes, before every object is
+    /// reconciled for the change: to drop what the controller remembers of its own past work
+    /// (another replica may have acted meanwhile). Call once per hook.
+    pub fn on_leadership(mut self, hook: impl Fn(Leadership) + Send + Sync + 'static) -> Self {
+        self.leadership_hooks.push(Box::new(hook));
+        self
+    }
+
     /// Nothing is decided, and the controller is not ready, until `synced` resolves true:
     /// typically a secondary cache's `wait_until_ready` (the primary store is waited for by
     /// kube-runtime itself). Call once per cache.
@@ -211,9 +244,16 @@ where
             runtime.set_ready(&name, ok);
         });
 
+        let hooks = self.leadership_hooks;
         let on_leadership = futures::stream::unfold(self.runtime.leadership(), |mut rx| async {
             rx.changed().await.ok()?;
-            Some(((), rx))
+            let now = *rx.borrow_and_update();
+            Some((now, rx))
+        })
+        .map(move |now| {
+            for hook in &hooks {
+                hook(now);
+            }
         });
         let backoffs = self.backoffs.clone();
         let on_recovery = futures::stream::unfold(

@@ -215,24 +215,16 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let mut restorer = None;
     if enabled(status_vault::NAME) {
-        let rt = manager.runtime().clone();
-        let vault = status_vault::StatusVault::new(
-            rt.client().clone(),
-            rt.watches().clone(),
+        // Made before it runs: KubernetesCluster consults its restore.
+        let vault = status_vault::StatusVault::on(
+            manager.runtime(),
             StatusVaultSettings {
                 default_location: args.status_vault_location.clone(),
                 default_key_file: args.status_vault_key_file.clone(),
             },
-            rt.leadership(),
         );
         restorer = Some(vault.restorer());
-        manager.add(status_vault::NAME, move |rt| {
-            vault.run(
-                rt.metrics().clone(),
-                rt.ready_fn(status_vault::NAME),
-                rt.shutdown(),
-            )
-        });
+        manager.add(status_vault::NAME, move |rt| vault.run_on(rt));
     }
     if enabled(configmap_sync::NAME) {
         let settings = ConfigMapSyncSettings {
@@ -253,15 +245,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             restorer,
         };
         manager.add(kubernetes_cluster::NAME, move |rt| {
-            kubernetes_cluster::run(
-                rt.client().clone(),
-                rt.watches().clone(),
-                config,
-                rt.leadership(),
-                rt.metrics().clone(),
-                rt.ready_fn(kubernetes_cluster::NAME),
-                rt.shutdown(),
-            )
+            kubernetes_cluster::run_on(rt, config)
         });
     }
     if enabled(kafka_topic::NAME) {
@@ -272,15 +256,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             namespaces: settings.watched_namespaces.clone(),
         };
         manager.add(kafka_topic::NAME, move |rt| {
-            kafka_topic::run(
-                rt.client().clone(),
-                rt.watches().clone(),
-                settings,
-                rt.leadership(),
-                rt.metrics().clone(),
-                rt.ready_fn(kafka_topic::NAME),
-                rt.shutdown(),
-            )
+            kafka_topic::run_on(rt, settings)
         });
     }
     if enabled(critical_service::NAME) {

@@ -16,8 +16,7 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -29,14 +28,13 @@ use vigil_apis::kafka_topic::{ClusterRef, SaslMechanism as ApiSasl, Topic, Topic
 use vigil_kafka::{
     Admin, ClientConfig, RequestCounts, SaslConfig, SaslMechanism, ScramHash, TlsConfig,
 };
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use vigil_runtime::Runtime;
+use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::cache::{lean_cache, watch_in};
-use vigil_runtime::conditions;
-use vigil_runtime::events;
+use vigil_runtime::finalizer;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics};
-use vigil_runtime::reconcile::{Guard, guarded};
+use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{
@@ -111,6 +109,11 @@ pub enum Error {
     Broker(String),
     #[error("{0}")]
     Credentials(String),
+    /// The topic is still going from Kafka. kube-runtime's finalizer helper releases the object
+    /// on any successful cleanup, so a deletion under way waits as a failure: retried with the
+    /// backoff, the finalizer kept until Kafka no longer shows the topic.
+    #[error("topic {0} is still being deleted from Kafka")]
+    DeletionPending(String),
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -154,12 +157,8 @@ impl Admins {
 
 /// Shared by reconciles.
 struct Context {
-    client: Client,
+    runtime: Runtime,
     settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    backoffs: Backoffs<ObjectRef<Topic>>,
-    metrics: ControllerMetrics,
-    recorder: Recorder,
     admins: Admins,
     /// Every broker request, by API (`vigil_kafka_broker_requests_total{api}`).
     requests: Arc<RequestCounts>,
@@ -180,7 +179,13 @@ pub async fn run(
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let metrics = registry.controller(NAME);
+    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
+    run_on(runtime, settings).await;
+}
+
+/// Runs the controller on a Manager's runtime until it shuts down.
+pub async fn run_on(runtime: Runtime, settings: Settings) {
+    let registry = runtime.metrics();
     let request_family = Family::<ApiLabel, Counter>::default();
     registry.register(
         "vigil_kafka_broker_requests",
@@ -200,78 +205,77 @@ pub async fn run(
     // Synced once the watch listed every Topic. The Controller is the one waiter
     // `wait_until_ready` wakes on its own store, so this is seen on the stream instead.
     let (synced_tx, synced) = watch::channel(false);
-    let events = watch_in::<Topic>(&watches, settings.namespaces.as_ref()).inspect(move |e| {
-        if matches!(e, Ok(watcher::Event::InitDone)) {
-            synced_tx.send_if_modified(|s| !std::mem::replace(s, true));
-        }
-    });
+    let events =
+        watch_in::<Topic>(runtime.watches(), settings.namespaces.as_ref()).inspect(move |e| {
+            if matches!(e, Ok(watcher::Event::InitDone)) {
+                synced_tx.send_if_modified(|s| !std::mem::replace(s, true));
+            }
+        });
     let topic_stream = lean_cache(
         writer,
         Index::new(|_: &Topic| Vec::new()),
         events,
         slim_topic,
     );
+    let retry_max = settings.retry_max;
     let ctx = Arc::new(Context {
-        client: client.clone(),
-        backoffs: Backoffs::new(BackoffPolicy {
-            base: Duration::from_millis(100),
-            max: settings.retry_max,
-            quarantine_after: 30,
-            quarantine_interval: settings.retry_max,
-            ..BackoffPolicy::default()
-        }),
+        runtime: runtime.clone(),
         settings,
-        leadership: leadership.clone(),
-        metrics,
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "vigil".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
         admins: Admins::default(),
         requests,
         drift,
         settled: Mutex::default(),
     });
 
-    let mut ready_synced = synced.clone();
-    tokio::spawn(async move {
-        ready(ready_synced.wait_for(|s| *s).await.is_ok());
-    });
-
     let (drift_tx, drift_rx) = mpsc::channel::<ObjectRef<Topic>>(1024);
     if !ctx.settings.drift_interval.is_zero() {
-        tokio::spawn(poll_drift(ctx.clone(), topics.clone(), synced, drift_tx));
+        let poll = poll_drift(ctx.clone(), topics.clone(), synced.clone(), drift_tx);
+        let shutdown = runtime.shutdown();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = poll => {}
+                () = shutdown => {}
+            }
+        });
     }
     let drifted = futures::stream::unfold(drift_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
-    // Becoming leader (again): look at everything, the broker included.
-    let leader_ctx = ctx.clone();
-    let on_leadership = futures::stream::unfold(leadership, |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    })
-    .inspect(move |()| {
-        leader_ctx
-            .settled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
-    });
-    Controller::for_stream(topic_stream, topics)
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
-        )
-        // Each shared watch backs off on its own (see `vigil_runtime::shared`).
-        .trigger_backoff(NoTriggerBackoff)
-        .reconcile_on(drifted)
-        .reconcile_all_on(on_leadership)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+    let forget_ctx = ctx.clone();
+    let mut topics_synced = synced;
+    runtime
+        .controller(NAME, topics, topic_stream)
+        .concurrency(RECONCILE_CONCURRENCY)
+        .triggers(drifted)
+        // Becoming leader (again): look at everything, the broker included — another replica
+        // may have acted meanwhile.
+        .on_leadership(move |_| {
+            forget_ctx
+                .settled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
+        })
+        // Failures are mostly a broker's outages or refusals: slower to start, capped by
+        // `retry_max`, and quarantined only after thirty.
+        .backoff(BackoffPolicy {
+            base: Duration::from_millis(100),
+            max: retry_max,
+            quarantine_after: 30,
+            quarantine_interval: retry_max,
+            ..BackoffPolicy::default()
+        })
+        // Ready (and reconciling) once the Topics are listed.
+        .wait_for(async move { topics_synced.wait_for(|s| *s).await.is_ok() })
+        .quarantine_condition(|topic: &Topic| {
+            topic
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        })
+        .field_manager(FIELD_MANAGER)
+        .run(reconcile, ctx)
         .await;
 }
 
@@ -299,63 +303,26 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-async fn reconcile(topic: Arc<Topic>, ctx: Arc<Context>) -> Result<Action, Error> {
-    // Only the Topic cache is read, and the Controller starts once it lists: nothing to wait for.
-    let guard = Guard {
-        metrics: &ctx.metrics,
-        leadership: &ctx.leadership,
-        synced: None,
-        backoffs: &ctx.backoffs,
-    };
-    guarded(
-        ObjectRef::from_obj(topic.as_ref()),
-        guard,
-        with_finalizer(&topic, &ctx),
+/// The finalizer comes first (the update brings the next pass), so that no topic is ever created
+/// for an object that could vanish without Vigil seeing it go; a deletion releases the object
+/// once the topic is gone from Kafka (or retained).
+async fn reconcile(
+    topic: Arc<Topic>,
+    ctx: Arc<Context>,
+) -> Result<Action, finalizer::Error<Error>> {
+    let api: Api<Topic> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &topic.namespace().unwrap_or_default(),
+    );
+    let ctx = ctx.as_ref();
+    finalizer::finalized(
+        &api,
+        FINALIZER,
+        topic,
+        |topic| async move { apply_topic(&topic, ctx).await },
+        |topic| async move { apply_topic(&topic, ctx).await },
     )
     .await
-}
-
-async fn set_finalizers(
-    ctx: &Context,
-    topic: &Topic,
-    finalizers: Vec<String>,
-) -> Result<(), Error> {
-    let api: Api<Topic> =
-        Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
-    let patch = serde_json::json!({"metadata": {
-        "finalizers": finalizers,
-        "resourceVersion": topic.metadata.resource_version,
-    }});
-    match api
-        .patch(
-            &topic.name_any(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-    {
-        Ok(_) => Ok(()),
-        // Changed meanwhile (409) or gone (404): the watch brings the next pass.
-        Err(kube::Error::Api(s)) if s.code == 409 || s.code == 404 => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// The finalizer comes first (the update brings the next pass), so that no topic is ever created
-/// for an object that could vanish without Vigil seeing it go.
-async fn with_finalizer(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
-    let has = topic.finalizers().iter().any(|f| f == FINALIZER);
-    let deleting = topic.metadata.deletion_timestamp.is_some();
-    match (has, deleting) {
-        (false, false) => {
-            let mut finalizers = topic.finalizers().to_vec();
-            finalizers.push(FINALIZER.to_owned());
-            set_finalizers(ctx, topic, finalizers).await?;
-            Ok(Action::await_change())
-        }
-        (false, true) => Ok(Action::await_change()),
-        (true, _) => apply_topic(topic, ctx).await,
-    }
 }
 
 /// The client configuration of a Topic's cluster, with credentials read from Secrets in its
@@ -363,7 +330,7 @@ async fn with_finalizer(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
 async fn client_config(ctx: &Context, topic: &Topic) -> Result<ClientConfig, String> {
     let namespace = topic.namespace().unwrap_or_default();
     let cluster = &topic.spec.cluster;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let secrets: Api<Secret> = Api::namespaced(ctx.runtime.client().clone(), &namespace);
     let read = |name: String, key: String| {
         let secrets = secrets.clone();
         let namespace = namespace.clone();
@@ -552,12 +519,17 @@ async fn write(ctx: &Context, topic: &Topic, admin: &Admin, plan: &Plan) -> Resu
     Ok(written)
 }
 
-/// Executes the rest of a plan: its Events, the status where it differs, the finalizer, and
-/// the reconcile's outcome.
+/// Executes the rest of a plan: its Events, the status where it differs, and the reconcile's
+/// outcome (for a deletion, success releases the object: the finalizer helper removes the
+/// finalizer).
 async fn finish(ctx: &Context, topic: &Topic, plan: Plan) -> Result<Action, Error> {
     publish(ctx, topic, &plan.events).await;
     if plan.remove_finalizer && plan.failure.is_none() {
-        return finish_deletion(ctx, topic).await;
+        ctx.settled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&ObjectRef::from_obj(topic));
+        return Ok(Action::await_change());
     }
     let mut version = topic.metadata.resource_version.clone();
     if topic.status.as_ref() != Some(&plan.status) {
@@ -569,6 +541,9 @@ async fn finish(ctx: &Context, topic: &Topic, plan: Plan) -> Result<Action, Erro
             _ => Error::Broker(failure.message),
         });
     }
+    if topic.metadata.deletion_timestamp.is_some() {
+        return Err(Error::DeletionPending(view(topic).managed_name()));
+    }
     if plan.look_again {
         return Ok(Action::requeue(Duration::from_millis(500)));
     }
@@ -578,23 +553,6 @@ async fn finish(ctx: &Context, topic: &Topic, plan: Plan) -> Result<Action, Erro
             .unwrap_or_else(|e| e.into_inner())
             .insert(ObjectRef::from_obj(topic), version);
     }
-    Ok(Action::await_change())
-}
-
-/// The topic is gone from Kafka (or retained): the finalizer goes.
-async fn finish_deletion(ctx: &Context, topic: &Topic) -> Result<Action, Error> {
-    let rest: Vec<String> = topic
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER)
-        .cloned()
-        .collect();
-    set_finalizers(ctx, topic, rest).await?;
-    ctx.backoffs.forget(&ObjectRef::from_obj(topic));
-    ctx.settled
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(&ObjectRef::from_obj(topic));
     Ok(Action::await_change())
 }
 
@@ -636,8 +594,10 @@ async fn patch_status(
     topic: &Topic,
     status: &TopicStatus,
 ) -> Result<Option<String>, Error> {
-    let api: Api<Topic> =
-        Api::namespaced(ctx.client.clone(), &topic.namespace().unwrap_or_default());
+    let api: Api<Topic> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &topic.namespace().unwrap_or_default(),
+    );
     let patch = status_patch(topic.status.as_ref(), status);
     match api
         .patch_status(
@@ -683,11 +643,10 @@ fn status_patch(old: Option<&TopicStatus>, new: &TopicStatus) -> serde_json::Val
 }
 
 async fn publish(ctx: &Context, topic: &Topic, notes: &[EventNote]) {
-    let reference = topic.object_ref(&());
-    for note in notes {
-        let event = events::event(note.warning, &note.reason, &note.note, "Reconcile");
-        events::record(&ctx.recorder, &event, &reference).await;
-    }
+    ctx.runtime
+        .recorder()
+        .publish_all(&topic.object_ref(&()), notes, "Reconcile")
+        .await;
 }
 
 /// Every `drift_interval`, per cluster: one `Metadata` and one `DescribeConfigs` request for all
@@ -707,7 +666,7 @@ async fn poll_drift(
     tick.tick().await;
     loop {
         tick.tick().await;
-        if *ctx.leadership.borrow() != Leadership::Leading {
+        if *ctx.runtime.leadership().borrow() != Leadership::Leading {
             continue;
         }
         let mut groups: HashMap<ClientConfig, Vec<Arc<Topic>>> = HashMap::new();
@@ -764,37 +723,4 @@ async fn poll_drift(
             }
         }
     }
-}
-
-/// Failures retry with per-Topic exponential backoff (capped at `retry_max`); one that keeps
-/// failing is quarantined (retried every `retry_max`) and reported once.
-fn error_policy(topic: Arc<Topic>, error: &Error, ctx: Arc<Context>) -> Action {
-    let object = format!(
-        "topic/{}/{}",
-        topic.namespace().unwrap_or_default(),
-        topic.name_any()
-    );
-    let reference = ObjectRef::from_obj(topic.as_ref());
-    ctx.backoffs
-        .retry_after_failure(&reference, &object, error, &ctx.metrics, |message| {
-            tokio::spawn(report_quarantine(topic.clone(), ctx.clone(), message));
-        })
-}
-
-async fn report_quarantine(topic: Arc<Topic>, ctx: Arc<Context>, message: String) {
-    let mut status = topic.status.clone().unwrap_or_default();
-    if conditions::set_reconcile_failing(
-        &mut status.conditions,
-        &message,
-        topic.metadata.generation,
-    ) && let Err(e) = patch_status(&ctx, &topic, &status).await
-    {
-        tracing::debug!(error = %e, "could not report the quarantine in status");
-    }
-    let note = EventNote {
-        warning: true,
-        reason: conditions::REASON_RECONCILE_FAILING.into(),
-        note: message,
-    };
-    publish(&ctx, &topic, &[note]).await;
 }

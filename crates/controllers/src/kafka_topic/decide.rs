@@ -148,12 +148,7 @@ pub enum BrokerOp {
 }
 
 /// An Event to emit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventNote {
-    pub warning: bool,
-    pub reason: String,
-    pub note: String,
-}
+pub use vigil_runtime::events::EventNote;
 
 fn note(warning: bool, reason: &str, note: String) -> EventNote {
     EventNote {

@@ -7,13 +7,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, Resource as _, ResourceExt as _};
@@ -27,14 +25,12 @@ use tokio::sync::watch;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::{KubernetesClusterStatus, Phase};
 use vigil_provider::{ClusterProvider, Deletion, ProviderCluster, ProviderError, Providers};
-use vigil_runtime::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use vigil_runtime::Runtime;
 use vigil_runtime::cache::{lean_cache, watch_all};
-use vigil_runtime::conditions;
-use vigil_runtime::events;
+use vigil_runtime::controller::store_synced;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::{ControllerMetrics, Metrics};
-use vigil_runtime::reconcile::{Guard, guarded};
+use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{self, DeletionInputs, DeletionLookup, Inputs};
@@ -127,24 +123,18 @@ fn duration_histogram() -> Histogram {
 
 /// Shared by reconciles.
 struct Context {
-    client: Client,
+    runtime: Runtime,
     settings: Settings,
     providers: Providers,
     provider_names: Vec<String>,
     restorer: Option<StatusRestorer>,
     secrets: Store<Secret>,
-    leadership: watch::Receiver<Leadership>,
-    backoffs: Backoffs<ObjectRef<KubernetesCluster>>,
-    metrics: ControllerMetrics,
     cluster_metrics: ClusterMetrics,
-    recorder: Recorder,
-    /// Turns true once the Secret cache has synced.
-    synced: watch::Receiver<bool>,
     /// Objects whose wait for the status vault was announced by an Event (once per wait).
     waiting_for_restore: std::sync::Mutex<std::collections::HashSet<ObjectRef<KubernetesCluster>>>,
 }
 
-/// Everything [`run`] needs besides the plumbing every controller gets.
+/// Everything [`run_on`] needs besides the plumbing every controller gets.
 pub struct Config {
     pub settings: Settings,
     pub providers: Providers,
@@ -163,7 +153,13 @@ pub async fn run(
     ready: impl Fn(bool) + Send + Sync + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let metrics = registry.controller(NAME);
+    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
+    run_on(runtime, config).await;
+}
+
+/// Runs the controller on a Manager's runtime until it shuts down.
+pub async fn run_on(runtime: Runtime, config: Config) {
+    let registry = runtime.metrics();
     let cluster_metrics = ClusterMetrics {
         durations: Family::new_with_constructor(duration_histogram),
         requests: Family::default(),
@@ -186,11 +182,12 @@ pub async fn run(
         phases.clone(),
     );
 
+    let watches = runtime.watches();
     let (clusters, cluster_writer) = reflector::store();
     let cluster_stream = lean_cache(
         cluster_writer,
         Index::new(|_: &KubernetesCluster| Vec::new()),
-        watch_all::<KubernetesCluster>(&watches),
+        watch_all::<KubernetesCluster>(watches),
         slim_cluster,
     )
     // Our own status writes do not start the next pass: the requeue paces the polls.
@@ -203,43 +200,27 @@ pub async fn run(
         slim_secret,
     );
 
-    let (synced_tx, synced) = watch::channel(false);
-    let ready_secrets = secrets.clone();
+    let report = report_phases(clusters.clone(), phases);
+    let shutdown = runtime.shutdown();
     tokio::spawn(async move {
-        let ok = ready_secrets.wait_until_ready().await.is_ok();
-        let _ = synced_tx.send(ok);
-        ready(ok);
+        tokio::select! {
+            () = report => {}
+            () = shutdown => {}
+        }
     });
-    tokio::spawn(report_phases(clusters.clone(), phases));
 
     let provider_names = config.providers.names().map(str::to_owned).collect();
     let ctx = Arc::new(Context {
-        client: client.clone(),
+        runtime: runtime.clone(),
         settings: config.settings,
         providers: config.providers,
         provider_names,
         restorer: config.restorer,
-        secrets,
-        leadership: leadership.clone(),
-        backoffs: Backoffs::new(BackoffPolicy::default()),
-        metrics,
+        secrets: secrets.clone(),
         cluster_metrics,
-        recorder: Recorder::new(
-            client,
-            Reporter {
-                controller: "vigil".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        ),
-        synced,
         waiting_for_restore: Default::default(),
     });
 
-    // Becoming leader: look at everything again.
-    let on_leadership = futures::stream::unfold(leadership, |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    });
     // A kubeconfig Secret concerns the cluster it is labelled with.
     let for_secret = |secret: Secret| {
         let name = secret.labels().get(CLUSTER_NAME_LABEL).cloned();
@@ -248,17 +229,20 @@ pub async fn run(
             .map(|(name, ns)| ObjectRef::<KubernetesCluster>::new(&name).within(&ns))
     };
 
-    Controller::for_stream(cluster_stream, clusters)
-        .with_config(
-            kube::runtime::controller::Config::default().concurrency(RECONCILE_CONCURRENCY),
-        )
-        // Each shared watch backs off on its own (see `vigil_runtime::shared`).
-        .trigger_backoff(NoTriggerBackoff)
-        .watches_stream(secret_stream, for_secret)
-        .reconcile_all_on(on_leadership)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
+    runtime
+        .controller(NAME, clusters, cluster_stream)
+        .concurrency(RECONCILE_CONCURRENCY)
+        .watches(secret_stream, for_secret)
+        .wait_for(store_synced(secrets))
+        .quarantine_condition(|cluster: &KubernetesCluster| {
+            cluster
+                .status
+                .as_ref()
+                .map(|s| s.conditions.clone())
+                .unwrap_or_default()
+        })
+        .field_manager(FIELD_MANAGER)
+        .run(reconcile, ctx)
         .await;
 }
 
@@ -330,22 +314,14 @@ impl Context {
     }
 }
 
+/// The finalizer by hand, not through `vigil_runtime::finalizer::finalized` (kube-runtime's
+/// helper): that helper releases the object on the first successful cleanup, while a deletion
+/// at a provider takes many passes (each a success, requeued at the poll interval) — as
+/// failures they would quarantine every slow deletion. And the status vault's restore must come
+/// before the finalizer is added: the restore writes status at the resourceVersion it saw.
 async fn reconcile(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let guard = Guard {
-        metrics: &ctx.metrics,
-        leadership: &ctx.leadership,
-        synced: Some(&ctx.synced),
-        backoffs: &ctx.backoffs,
-    };
-    guarded(
-        ObjectRef::from_obj(cluster.as_ref()),
-        guard,
-        reconcile_cluster(&cluster, &ctx),
-    )
-    .await
-}
-
-async fn reconcile_cluster(cluster: &KubernetesCluster, ctx: &Context) -> Result<Action, Error> {
+    let cluster = cluster.as_ref();
+    let ctx = ctx.as_ref();
     let view = view(cluster);
     let has_finalizer = cluster.finalizers().iter().any(|f| f == FINALIZER);
     if cluster.metadata.deletion_timestamp.is_some() {
@@ -395,15 +371,17 @@ async fn reconcile_cluster(cluster: &KubernetesCluster, ctx: &Context) -> Result
     reconcile_live(cluster, &view, ctx).await
 }
 
-/// Finalizers set by a merge patch guarded by the resourceVersion (see the ConfigMapSync
-/// controller for why not kube-runtime's helper).
+/// Finalizers set by a merge patch guarded by the resourceVersion (see [`reconcile`] for why
+/// not kube-runtime's helper).
 async fn set_finalizers(
     ctx: &Context,
     cluster: &KubernetesCluster,
     finalizers: Vec<String>,
 ) -> Result<(), kube::Error> {
-    let api: Api<KubernetesCluster> =
-        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let api: Api<KubernetesCluster> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &cluster.namespace().unwrap_or_default(),
+    );
     let patch = serde_json::json!({"metadata": {
         "finalizers": finalizers,
         "resourceVersion": cluster.metadata.resource_version,
@@ -656,7 +634,6 @@ async fn delete_cluster(
             .cloned()
             .collect();
         set_finalizers(ctx, cluster, rest).await?;
-        ctx.backoffs.forget(&ObjectRef::from_obj(cluster));
         return Ok(Action::await_change());
     }
     let unavailable = matches!(
@@ -746,7 +723,7 @@ async fn ensure_kubeconfig_secret(
     let mut value = serde_json::to_value(&secret).map_err(kube::Error::SerdeError)?;
     value["apiVersion"] = "v1".into();
     value["kind"] = "Secret".into();
-    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    let api: Api<Secret> = Api::namespaced(ctx.runtime.client().clone(), &namespace);
     api.patch(
         &name,
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -761,8 +738,10 @@ async fn patch_status(
     cluster: &KubernetesCluster,
     status: &KubernetesClusterStatus,
 ) -> Result<(), kube::Error> {
-    let api: Api<KubernetesCluster> =
-        Api::namespaced(ctx.client.clone(), &cluster.namespace().unwrap_or_default());
+    let api: Api<KubernetesCluster> = Api::namespaced(
+        ctx.runtime.client().clone(),
+        &cluster.namespace().unwrap_or_default(),
+    );
     // A merge patch leaves out what serializes as absent: send the lists and optional fields
     // explicitly, or an emptied one would stay in the stored status forever.
     let mut patch = serde_json::json!({"status": status});
@@ -784,41 +763,8 @@ async fn patch_status(
 }
 
 async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]) {
-    let reference = cluster.object_ref(&());
-    for note in notes {
-        let event = events::event(note.warning, &note.reason, &note.note, "Reconcile");
-        events::record(&ctx.recorder, &event, &reference).await;
-    }
-}
-
-/// Failures retry with per-object exponential backoff; one that keeps failing is quarantined
-/// (retried slowly) and reported once: a `Degraded` condition and a Warning Event.
-fn error_policy(cluster: Arc<KubernetesCluster>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.backoffs.retry_after_failure(
-        &ObjectRef::from_obj(cluster.as_ref()),
-        &format!(
-            "kubernetescluster/{}/{}",
-            cluster.namespace().unwrap_or_default(),
-            cluster.name_any()
-        ),
-        error,
-        &ctx.metrics,
-        |message| {
-            tokio::spawn(report_quarantine(cluster.clone(), ctx.clone(), message));
-        },
-    )
-}
-
-async fn report_quarantine(cluster: Arc<KubernetesCluster>, ctx: Arc<Context>, message: String) {
-    let mut status = cluster.status.clone().unwrap_or_default();
-    if conditions::set_reconcile_failing(
-        &mut status.conditions,
-        &message,
-        cluster.metadata.generation,
-    ) && let Err(e) = patch_status(&ctx, &cluster, &status).await
-    {
-        tracing::debug!(error = %e, "could not report the quarantine in status");
-    }
-    let note = EventNote::warning(conditions::REASON_RECONCILE_FAILING, message);
-    publish(&ctx, &cluster, &[note]).await;
+    ctx.runtime
+        .recorder()
+        .publish_all(&cluster.object_ref(&()), notes, "Reconcile")
+        .await;
 }

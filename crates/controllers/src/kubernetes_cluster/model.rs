@@ -195,30 +195,7 @@ pub const OP_SET_ADDONS: &str = "SetAddons";
 pub const OP_DELETE: &str = "Delete";
 
 /// An Event to record.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventNote {
-    pub warning: bool,
-    pub reason: String,
-    pub note: String,
-}
-
-impl EventNote {
-    pub fn normal(reason: &str, note: impl Into<String>) -> Self {
-        Self {
-            warning: false,
-            reason: reason.to_owned(),
-            note: note.into(),
-        }
-    }
-
-    pub fn warning(reason: &str, note: impl Into<String>) -> Self {
-        Self {
-            warning: true,
-            reason: reason.to_owned(),
-            note: note.into(),
-        }
-    }
-}
+pub use vigil_runtime::events::EventNote;
 
 /// What to do for one KubernetesCluster.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use kube::{Client, Resource as _};
@@ -18,9 +17,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::{Notify, watch};
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::ResourceKind;
+use vigil_runtime::Runtime;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
-use vigil_runtime::events;
+use vigil_runtime::events::{EventNote, EventRecorder};
 use vigil_runtime::leader::Leadership;
+use vigil_runtime::manager::DEFAULT_REPORTER;
 use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
@@ -115,19 +116,37 @@ const RESOLVE_RETRY: BackoffPolicy = BackoffPolicy {
     quarantine_interval: Duration::from_secs(60),
 };
 
-/// The status vault: build it, hand its [`StatusRestorer`] to the controllers that need it, then
-/// [`StatusVault::run`] it.
+/// The status vault: build it ([`StatusVault::on`] a Manager's runtime), hand its
+/// [`StatusRestorer`] to the controllers that need it, then [`StatusVault::run_on`] it. Not a
+/// kube-runtime controller (a supervisor loop over policies, one watch per covered kind, capture
+/// workers): it takes only the plumbing from the runtime.
 pub struct StatusVault {
     client: Client,
+    watches: SharedWatches,
     capture: Arc<Capture>,
     writers: ScopeWriters,
-    recorder: Recorder,
+    recorder: EventRecorder,
     /// Notified by what the controller reacts to at once: a policy or namespace event, a kind's
     /// first list, a backend failing or answering again.
     changed: Arc<Notify>,
 }
 
 impl StatusVault {
+    /// The vault on `runtime`'s client, watches, leadership and Event recorder; run it with
+    /// [`StatusVault::run_on`] on the same runtime.
+    pub fn on(runtime: &Runtime, settings: Settings) -> Self {
+        Self::build(
+            runtime.client().clone(),
+            runtime.watches().clone(),
+            settings,
+            runtime.leadership(),
+            runtime.recorder().clone(),
+            None,
+        )
+    }
+
+    /// The vault on parts made elsewhere (a test harness, a benchmark); run it with
+    /// [`StatusVault::run`].
     pub fn new(
         client: Client,
         watches: SharedWatches,
@@ -145,27 +164,32 @@ impl StatusVault {
         leadership: watch::Receiver<Leadership>,
         on_saved: Option<SavedHook>,
     ) -> Self {
+        let recorder = EventRecorder::new(client.clone(), DEFAULT_REPORTER);
+        Self::build(client, watches, settings, leadership, recorder, on_saved)
+    }
+
+    fn build(
+        client: Client,
+        watches: SharedWatches,
+        settings: Settings,
+        leadership: watch::Receiver<Leadership>,
+        recorder: EventRecorder,
+        on_saved: Option<SavedHook>,
+    ) -> Self {
         let changed = Arc::new(Notify::new());
         let (scope, writers) = Scope::new(settings);
         let backends = Arc::new(Backends::new(changed.clone()));
         let queue = Arc::new(CaptureQueue::default());
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: "vigil".into(),
-                instance: std::env::var("POD_NAME").ok(),
-            },
-        );
         let restorer = Arc::new(Restorer::new(
             client.clone(),
             scope.clone(),
             backends.clone(),
             queue.clone(),
-            recorder.clone(),
+            recorder.inner().clone(),
             leadership.clone(),
         ));
         let capture = Arc::new(Capture {
-            watches,
+            watches: watches.clone(),
             scope,
             kinds: Arc::new(Kinds::new(changed.clone())),
             backends,
@@ -178,6 +202,7 @@ impl StatusVault {
         });
         Self {
             client,
+            watches,
             capture,
             writers,
             recorder,
@@ -200,13 +225,29 @@ impl StatusVault {
         ready: impl Fn(bool) + Send + Sync + 'static,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) {
+        let runtime = Runtime::from_parts(
+            self.client.clone(),
+            self.watches.clone(),
+            self.capture.leadership.clone(),
+            registry,
+            ready,
+            shutdown,
+        );
+        self.run_on(runtime).await;
+    }
+
+    /// Runs until `runtime` shuts down, with its metrics; ready on `/readyz` once the policies
+    /// and namespaces are loaded. `runtime` is the one the vault was made [`on`](Self::on).
+    pub async fn run_on(self, runtime: Runtime) {
         let Self {
             client,
+            watches: _,
             capture,
             writers,
             recorder,
             changed,
         } = self;
+        let registry = runtime.metrics();
         registry.register(
             "vigil_status_vault_records_written",
             "Status records written to the vault's backends",
@@ -254,6 +295,7 @@ impl StatusVault {
             backoffs: Backoffs::new(RESOLVE_RETRY),
         };
         let mut reported_ready = false;
+        let shutdown = runtime.shutdown();
         futures::pin_mut!(shutdown);
         let mut leadership = capture.leadership.clone();
         loop {
@@ -265,7 +307,7 @@ impl StatusVault {
             }
             let synced = scope.synced();
             if synced && !reported_ready {
-                ready(true);
+                runtime.set_ready(NAME, true);
                 reported_ready = true;
             }
             if !synced {
@@ -362,6 +404,11 @@ pub async fn run(
         .await;
 }
 
+/// Runs a [`StatusVault`] nobody else consults on a Manager's runtime until it shuts down.
+pub async fn run_on(runtime: Runtime, settings: Settings) {
+    StatusVault::on(&runtime, settings).run_on(runtime).await;
+}
+
 /// A running kind watch.
 struct KindWatch {
     handle: tokio::task::JoinHandle<()>,
@@ -373,7 +420,7 @@ struct KindWatch {
 /// again.
 struct Supervisor {
     client: Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
     capture: Arc<Capture>,
     watches: HashMap<ResourceKind, KindWatch>,
     /// When an unresolved kind is tried again.
@@ -500,8 +547,10 @@ impl Supervisor {
                 }
             }
             for (reason, message) in &plan.warnings {
-                let event = events::event(true, reason, message, "Watch");
-                events::record(&self.recorder, &event, &policy.object_ref(&())).await;
+                let note = EventNote::warning(reason, message.clone());
+                self.recorder
+                    .publish(&policy.object_ref(&()), &note, "Watch")
+                    .await;
             }
         }
         ok
