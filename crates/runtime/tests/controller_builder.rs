@@ -184,7 +184,13 @@ async fn a_controllers_own_backoff_sets_when_an_object_is_quarantined() {
 
     let quarantined = format!("vigil_quarantined_objects{{controller=\"{NAME}\"}} 1");
     wait_for("the failing ConfigMap quarantined", SETTLE, || async {
-        Ok::<_, String>(running.metrics.encode().contains(&quarantined).then_some(()))
+        Ok::<_, String>(
+            running
+                .metrics
+                .encode()
+                .contains(&quarantined)
+                .then_some(()),
+        )
     })
     .await
     .expect("quarantined");
@@ -219,11 +225,16 @@ async fn leadership_hooks_run_on_each_change_before_everything_is_reconciled() {
     });
 
     // A standby's reconciles are counted in the metrics but do no work.
-    let standby_pass = format!(
-        "controller_runtime_reconcile_total{{controller=\"{NAME}\",result=\"success\"}} 1"
-    );
+    let standby_pass =
+        format!("controller_runtime_reconcile_total{{controller=\"{NAME}\",result=\"success\"}} 1");
     wait_for("a standby's pass over led", SETTLE, || async {
-        Ok::<_, String>(running.metrics.encode().contains(&standby_pass).then_some(()))
+        Ok::<_, String>(
+            running
+                .metrics
+                .encode()
+                .contains(&standby_pass)
+                .then_some(()),
+        )
     })
     .await
     .expect("standby pass");

@@ -185,7 +185,7 @@ impl StatusVault {
             scope.clone(),
             backends.clone(),
             queue.clone(),
-            recorder.inner().clone(),
+            recorder.clone(),
             leadership.clone(),
         ));
         let capture = Arc::new(Capture {

@@ -10,13 +10,13 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::events::{EventType, Recorder};
+use kube::runtime::events::EventType;
 use kube::{Client, Resource, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::watch;
 use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::backoff::BackoffPolicy;
-use vigil_runtime::events;
+use vigil_runtime::events::{EventNote, EventRecorder};
 use vigil_runtime::leader::Leadership;
 use vigil_vault::{ObjectKey, Record};
 
@@ -55,7 +55,7 @@ pub struct Restorer {
     pub scope: Arc<Scope>,
     pub backends: Arc<Backends>,
     pub queue: Arc<CaptureQueue>,
-    pub recorder: Recorder,
+    pub recorder: EventRecorder,
     pub leadership: watch::Receiver<Leadership>,
     attempts: Mutex<HashSet<String>>,
     warned: Mutex<HashSet<String>>,
@@ -72,7 +72,7 @@ impl Restorer {
         scope: Arc<Scope>,
         backends: Arc<Backends>,
         queue: Arc<CaptureQueue>,
-        recorder: Recorder,
+        recorder: EventRecorder,
         leadership: watch::Receiver<Leadership>,
     ) -> Self {
         Self {
@@ -329,9 +329,15 @@ async fn publish(
         uid: obj.uid(),
         ..Default::default()
     };
-    let warning = matches!(type_, EventType::Warning);
-    let event = events::event(warning, reason, note, "RestoreStatus");
-    events::record(&restorer.recorder, &event, &reference).await;
+    let note = EventNote {
+        warning: matches!(type_, EventType::Warning),
+        reason: reason.to_owned(),
+        note: note.to_owned(),
+    };
+    restorer
+        .recorder
+        .publish(&reference, &note, "RestoreStatus")
+        .await;
 }
 
 /// How the controller retries a restore that is pending.
