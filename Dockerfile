@@ -11,11 +11,13 @@ WORKDIR /src
 # crates/vigil/tests/packaging.rs fails when a crate is missing here.
 COPY Cargo.toml Cargo.lock ./
 COPY crates/apis/Cargo.toml crates/apis/
+COPY crates/bench/Cargo.toml crates/bench/
 COPY crates/conformance/Cargo.toml crates/conformance/
 COPY crates/controllers/Cargo.toml crates/controllers/
 COPY crates/kafka/Cargo.toml crates/kafka/
 COPY crates/kubelet/Cargo.toml crates/kubelet/
 COPY crates/provider/Cargo.toml crates/provider/
+COPY crates/provider-reference/Cargo.toml crates/provider-reference/
 COPY crates/runtime/Cargo.toml crates/runtime/
 COPY crates/sandbox/Cargo.toml crates/sandbox/
 COPY crates/testenv/Cargo.toml crates/testenv/

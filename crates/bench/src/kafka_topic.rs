@@ -355,8 +355,9 @@ async fn broker_requests(addr: &str) -> anyhow::Result<(u64, BTreeMap<String, u6
     let (_, body) = http_get(addr, "/metrics").await?;
     let mut by_api = BTreeMap::new();
     for sample in samples(&body).filter(|s| s.name == "vigil_kafka_broker_requests_total") {
+        // One sample per API and result (ok, error, unavailable): summed per API.
         if let Some(api) = sample.label("api") {
-            by_api.insert(api.to_owned(), sample.value as u64);
+            *by_api.entry(api.to_owned()).or_default() += sample.value as u64;
         }
     }
     Ok((by_api.values().sum(), by_api))

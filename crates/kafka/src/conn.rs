@@ -109,7 +109,9 @@ impl Conn {
         // v3 is what current clients send; every broker since 2.4 answers it.
         let response = conn
             .request("ApiVersions", &api_versions_request(), 3)
-            .await?;
+            .await;
+        counts.ended("ApiVersions", &response);
+        let response = response?;
         crate::check(response.error_code, None)?;
         conn.versions = response
             .api_keys
@@ -127,7 +129,9 @@ impl Conn {
         let mut handshake = SaslHandshakeRequest::default();
         handshake.mechanism = StrBytes::from_static_str(mechanism);
         counts.add("SaslHandshake");
-        let response = self.request("SaslHandshake", &handshake, 1).await?;
+        let response = self.request("SaslHandshake", &handshake, 1).await;
+        counts.ended("SaslHandshake", &response);
+        let response = response?;
         if response.error_code != 0 {
             let offered: Vec<String> = response.mechanisms.iter().map(|m| m.to_string()).collect();
             // UNSUPPORTED_SASL_MECHANISM (33) is the broker's word for a mechanism it does not
@@ -184,7 +188,9 @@ impl Conn {
         let mut authenticate = SaslAuthenticateRequest::default();
         authenticate.auth_bytes = bytes;
         counts.add("SaslAuthenticate");
-        let response = self.request("SaslAuthenticate", &authenticate, 2).await?;
+        let response = self.request("SaslAuthenticate", &authenticate, 2).await;
+        counts.ended("SaslAuthenticate", &response);
+        let response = response?;
         if response.error_code != 0 {
             return Err(Error::Auth(
                 response

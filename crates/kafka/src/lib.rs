@@ -158,8 +158,45 @@ pub enum ConfigChange {
     Delete(String),
 }
 
-/// A callback told of every request (by API name), e.g. to count it in a metric.
-pub type RequestHook = Box<dyn Fn(&'static str) + Send + Sync>;
+/// How a request to a broker ended, for a metric that tells a broker that answers with errors
+/// from one that does not answer at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The broker answered (error codes inside an answer are the caller's to judge).
+    Ok,
+    /// The broker is up but the request failed: an unsupported request or version, a refused
+    /// SASL authentication or TLS handshake, an error code: the request or configuration is at
+    /// fault, not the broker's availability.
+    Error,
+    /// No answer: the connection could not be made, broke, or the request timed out. A request
+    /// that could not be sent because no bootstrap server answered counts here, under its API.
+    Unavailable,
+}
+
+impl Outcome {
+    /// The outcome a request's result shows.
+    pub fn of<T>(result: &Result<T>) -> Self {
+        match result {
+            Ok(_) => Self::Ok,
+            Err(Error::Unreachable(_) | Error::Io(_) | Error::Protocol(_)) => Self::Unavailable,
+            Err(Error::Unsupported(_) | Error::Auth(_) | Error::Tls(_) | Error::Broker { .. }) => {
+                Self::Error
+            }
+        }
+    }
+
+    /// The metric label's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Error => "error",
+            Self::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// A callback told of every request's end (API name and outcome), e.g. to count it in a metric.
+pub type RequestHook = Box<dyn Fn(&'static str, Outcome) + Send + Sync>;
 
 /// Requests sent, by API name.
 #[derive(Default)]
@@ -178,17 +215,15 @@ impl std::fmt::Debug for RequestCounts {
 }
 
 impl RequestCounts {
-    /// Counts that also tell `hook` of each request.
-    pub fn with_hook(hook: impl Fn(&'static str) + Send + Sync + 'static) -> Self {
+    /// Counts that also tell `hook` how each request ended.
+    pub fn with_hook(hook: impl Fn(&'static str, Outcome) + Send + Sync + 'static) -> Self {
         let counts = Self::default();
         let _ = counts.hook.set(Box::new(hook));
         counts
     }
 
+    /// A request is being sent.
     fn add(&self, api: &'static str) {
-        if let Some(hook) = self.hook.get() {
-            hook(api);
-        }
         self.total.fetch_add(1, Ordering::Relaxed);
         *self
             .counts
@@ -196,6 +231,13 @@ impl RequestCounts {
             .unwrap_or_else(|e| e.into_inner())
             .entry(api)
             .or_default() += 1;
+    }
+
+    /// A request ended (or could not be sent): tells the hook.
+    fn ended<T>(&self, api: &'static str, result: &Result<T>) {
+        if let Some(hook) = self.hook.get() {
+            hook(api, Outcome::of(result));
+        }
     }
 
     /// Requests sent so far, all APIs.
@@ -264,7 +306,14 @@ impl Admin {
     {
         let mut guard = self.conn.lock().await;
         if guard.is_none() {
-            *guard = Some(conn::Conn::open(&self.config, &self.counts).await?);
+            match conn::Conn::open(&self.config, &self.counts).await {
+                Ok(conn) => *guard = Some(conn),
+                Err(e) => {
+                    let failed = Err(e);
+                    self.counts.ended(api, &failed);
+                    return failed;
+                }
+            }
         }
         let Some(conn) = guard.as_mut() else {
             return Err(Error::Unreachable("no connection".into()));
@@ -273,6 +322,7 @@ impl Admin {
         let result = tokio::time::timeout(self.config.timeout, conn.request(api, request, wanted))
             .await
             .unwrap_or_else(|_| Err(Error::Protocol(format!("{api} timed out"))));
+        self.counts.ended(api, &result);
         if let Err(e) = &result
             && !matches!(e, Error::Broker { .. } | Error::Unsupported(_))
         {

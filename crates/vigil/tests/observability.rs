@@ -124,12 +124,14 @@ fn dashboard_exprs() -> Vec<(String, String)> {
     out
 }
 
-/// The metric names an expression uses: Vigil's families (and controller-runtime's names).
+/// The metric names an expression uses: Vigil's families (and controller-runtime's and
+/// client-go's names).
 fn metric_names(expr: &str) -> Vec<String> {
     const PREFIXES: &[&str] = &[
         "controller_runtime_",
         "workqueue_",
         "leader_election_",
+        "rest_client_",
         "vigil_",
     ];
     expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))

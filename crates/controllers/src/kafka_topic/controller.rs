@@ -117,8 +117,11 @@ pub enum Error {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ApiLabel {
+struct RequestLabels {
     api: &'static str,
+    /// `ok`, `error` (the broker answered with an error) or `unavailable` (no answer): the
+    /// ratio of `unavailable` is the broker availability the alerts watch.
+    result: &'static str,
 }
 
 /// One admin client per cluster and credentials, shared by every Topic that names them.
@@ -160,7 +163,7 @@ struct Context {
     runtime: Runtime,
     settings: Settings,
     admins: Admins,
-    /// Every broker request, by API (`vigil_kafka_broker_requests_total{api}`).
+    /// Every broker request (`vigil_kafka_broker_requests_total{api,result}`).
     requests: Arc<RequestCounts>,
     /// `vigil_kafka_topic_drift_total`: changes made in Kafka outside Vigil, found and reverted.
     drift: Counter,
@@ -186,10 +189,10 @@ pub async fn run(
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
     let registry = runtime.metrics();
-    let request_family = Family::<ApiLabel, Counter>::default();
+    let request_family = Family::<RequestLabels, Counter>::default();
     registry.register(
         "vigil_kafka_broker_requests",
-        "Requests sent to Kafka brokers by API (Metadata, CreateTopics, …)",
+        "Requests to Kafka brokers by API (Metadata, CreateTopics, …) and result (ok, error, unavailable)",
         request_family.clone(),
     );
     let drift = Counter::default();
@@ -198,8 +201,13 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         "Topics found changed in Kafka outside Vigil (and restored)",
         drift.clone(),
     );
-    let requests = Arc::new(RequestCounts::with_hook(move |api| {
-        request_family.get_or_create(&ApiLabel { api }).inc();
+    let requests = Arc::new(RequestCounts::with_hook(move |api, outcome| {
+        request_family
+            .get_or_create(&RequestLabels {
+                api,
+                result: outcome.as_str(),
+            })
+            .inc();
     }));
     let (topics, writer) = reflector::store();
     // Synced once the watch listed every Topic. The Controller is the one waiter
