@@ -596,7 +596,10 @@ async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<Str
     }
 }
 
-/// Writes the status; returns the object's new resourceVersion.
+/// Writes the status; returns the object's new resourceVersion — `None` when the object is gone,
+/// or when its spec changed since `topic` was read: the write (a merge patch, unconditional)
+/// landed on the newer object, and that version must not count as settled, or the spec change
+/// would never be applied.
 async fn patch_status(
     ctx: &Context,
     topic: &Topic,
@@ -615,7 +618,10 @@ async fn patch_status(
         )
         .await
     {
-        Ok(updated) => Ok(updated.metadata.resource_version),
+        Ok(updated) if updated.metadata.generation == topic.metadata.generation => {
+            Ok(updated.metadata.resource_version)
+        }
+        Ok(_) => Ok(None),
         // Gone: nothing to report on.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
         Err(e) => Err(e.into()),
