@@ -91,6 +91,20 @@ fn alert_exprs() -> Vec<(String, String)> {
         .collect()
 }
 
+/// An alert expression without its final threshold comparison (`expr > 0.1` → `expr`).
+fn without_threshold(expr: &str) -> String {
+    let trimmed = expr.trim();
+    let Some(at) = trimmed.rfind(['>', '<']) else {
+        return trimmed.to_owned();
+    };
+    let threshold = trimmed[at + 1..].trim_start_matches('=').trim();
+    if threshold.parse::<f64>().is_ok() {
+        trimmed[..at].trim().to_owned()
+    } else {
+        trimmed.to_owned()
+    }
+}
+
 /// Every dashboard query, by panel title, with Grafana's variables given values Prometheus takes.
 fn dashboard_exprs() -> Vec<(String, String)> {
     let text = std::fs::read_to_string(repo_root().join("observability/dashboard.json"))
@@ -173,6 +187,7 @@ struct Operator {
     _run: Running,
     metrics: SocketAddr,
     dir: PathBuf,
+    kubeconfig: PathBuf,
 }
 
 impl Drop for Operator {
@@ -250,7 +265,111 @@ fn start_operator(name: &str) -> Operator {
         _run: run,
         metrics,
         dir,
+        kubeconfig,
     }
+}
+
+/// Work for the controllers while Prometheus scrapes: a ConfigMap copied to two namespaces by a
+/// ConfigMapSync, and a CriticalService over a Service no pod answers (a fallback pod). Applied
+/// through the API as a user would.
+fn scenario(kubeconfig: &Path) {
+    use kube::api::{Api, DynamicObject, PostParams};
+    use kube::discovery::ApiResource;
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    rt.block_on(async {
+        let file = kube::config::Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+        let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
+            .await
+            .expect("config");
+        let client = kube::Client::try_from(config).expect("client");
+        let create = |group: &str, version: &str, kind: &str, plural: &str, body: Value| {
+            let client = client.clone();
+            let resource = ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: if group.is_empty() {
+                    version.into()
+                } else {
+                    format!("{group}/{version}")
+                },
+                kind: kind.into(),
+                plural: plural.into(),
+            };
+            let kind = kind.to_owned();
+            async move {
+                let namespace = body["metadata"]["namespace"].as_str().map(str::to_owned);
+                let api: Api<DynamicObject> = match namespace {
+                    Some(ns) => Api::namespaced_with(client, &ns, &resource),
+                    None => Api::all_with(client, &resource),
+                };
+                let object: DynamicObject = serde_json::from_value(body).expect("object");
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .unwrap_or_else(|e| panic!("create {kind}: {e}"));
+            }
+        };
+        for ns in ["shared", "team-a", "team-b"] {
+            create(
+                "",
+                "v1",
+                "Namespace",
+                "namespaces",
+                serde_json::json!({
+                    "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
+                }),
+            )
+            .await;
+        }
+        create(
+            "",
+            "v1",
+            "ConfigMap",
+            "configmaps",
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "app-config", "namespace": "shared"},
+                "data": {"level": "info"}
+            }),
+        )
+        .await;
+        create(
+            "apps.bixbite.io",
+            "v1",
+            "ConfigMapSync",
+            "configmapsyncs",
+            serde_json::json!({
+                "apiVersion": "apps.bixbite.io/v1", "kind": "ConfigMapSync",
+                "metadata": {"name": "app-config", "namespace": "team-a"},
+                "spec": {"sourceNamespace": "shared", "destinationNamespace": "team-a",
+                         "configMapName": "app-config", "destinationNamespaces": ["team-b"]}
+            }),
+        )
+        .await;
+        create(
+            "",
+            "v1",
+            "PodTemplate",
+            "podtemplates",
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "PodTemplate",
+                "metadata": {"name": "critical-service-pod-template", "namespace": "default"},
+                "template": {"spec": {"containers": [{"name": "fallback", "image": "nginx"}]}}
+            }),
+        )
+        .await;
+        create("", "v1", "Service", "services", serde_json::json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "payments", "namespace": "team-a", "labels": {"role": "payments"}},
+            "spec": {"selector": {"app": "payments"}, "ports": [{"port": 80}]}
+        }))
+        .await;
+        create("mycrd.com", "v1", "CriticalService", "criticalservices", serde_json::json!({
+            "apiVersion": "mycrd.com/v1", "kind": "CriticalService",
+            "metadata": {"name": "payments"},
+            "spec": {"namespace": "team-a", "matchLabels": [{"key": "role", "value": "payments"}]}
+        }))
+        .await;
+    });
 }
 
 /// Metric families registered in the code (`register("vigil_…"`), with the sample names they
@@ -387,6 +506,20 @@ fn prometheus_scraping_vigil_evaluates_every_alert_and_dashboard_query() {
             (up["data"]["result"][0]["value"][1] == "1").then_some(())
         },
     );
+    scenario(&operator.kubeconfig);
+    // The scenario's reconciles scraped and in a rate window.
+    wait_for(
+        "reconciles of the scenario in Prometheus",
+        Duration::from_secs(60),
+        || {
+            let done = query("sum(increase(controller_runtime_reconcile_total[1m]))");
+            let value = done["data"]["result"][0]["value"][1]
+                .as_str()?
+                .parse::<f64>()
+                .ok()?;
+            (value > 0.0).then_some(())
+        },
+    );
     // Series exist: the controllers' are created at zero when they start.
     let series = query("count(controller_runtime_reconcile_total)");
     assert_ne!(
@@ -394,10 +527,35 @@ fn prometheus_scraping_vigil_evaluates_every_alert_and_dashboard_query() {
         Value::Array(Vec::new()),
         "{series}"
     );
-    for (what, expr) in alert_exprs().into_iter().chain(dashboard_exprs()) {
-        let answer = query(&expr);
+    // Valid, and most with data. An alert's expression is empty unless it fires, so what is
+    // counted for an alert is its left side, without the threshold (`… > 0.1`).
+    let mut with_data = 0;
+    let mut without = Vec::new();
+    let exprs: Vec<(String, String)> = alert_exprs().into_iter().chain(dashboard_exprs()).collect();
+    for (what, expr) in &exprs {
+        let answer = query(expr);
         assert_eq!(answer["status"], "success", "{what}: {expr}: {answer}");
+        let measured = without_threshold(expr);
+        let answer = query(&measured);
+        assert_eq!(answer["status"], "success", "{what}: {measured}: {answer}");
+        if answer["data"]["result"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
+        {
+            with_data += 1;
+        } else {
+            without.push(what.clone());
+        }
     }
+    eprintln!(
+        "{with_data} of {} alert and dashboard queries have data during the scenario; without: {without:?}",
+        exprs.len()
+    );
+    assert!(
+        with_data * 3 >= exprs.len() * 2,
+        "most queries should have data during the scenario: {with_data} of {}; without: {without:?}",
+        exprs.len()
+    );
     // Every rule loaded and evaluated without an error.
     let rules = wait_for("every rule evaluated", Duration::from_secs(30), || {
         let (_, body) = get(addr, "/api/v1/rules")?;

@@ -31,6 +31,69 @@ fn the_dockerfile_copies_every_crates_manifest_before_the_sources() {
     }
 }
 
+/// The dependency layer as the Dockerfile builds it, without Docker: its `COPY` lines before the
+/// sources, then its stub crates (`src/lib.rs` everywhere, `src/main.rs` for `vigil`). Cargo
+/// must load that workspace — every member's manifest there, every target path it names
+/// resolvable — or the image build stops at its first `cargo build`.
+#[test]
+fn the_dockerfiles_stub_workspace_loads() {
+    let dockerfile =
+        std::fs::read_to_string(repo_root().join("Dockerfile")).expect("the Dockerfile");
+    let layer = dockerfile
+        .split("COPY crates ./crates")
+        .next()
+        .expect("text before the sources");
+    let dir = std::env::temp_dir().join(format!("vigil-docker-stub-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    for line in layer.lines().filter(|l| l.starts_with("COPY ")) {
+        let words: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let Some((dest, sources)) = words.split_last() else {
+            continue;
+        };
+        if sources.iter().any(|s| s.starts_with("--")) {
+            continue;
+        }
+        // `./` is the build's working directory (create_dir_all refuses a path ending in `.`).
+        let dest = dir.join(dest.trim_start_matches("./"));
+        std::fs::create_dir_all(&dest).unwrap_or_else(|e| panic!("{}: {e}", dest.display()));
+        for source in sources {
+            let from = repo_root().join(source);
+            let name = from.file_name().expect("a file name");
+            std::fs::copy(&from, dest.join(name)).expect("copy as COPY does");
+        }
+    }
+    for entry in std::fs::read_dir(dir.join("crates"))
+        .expect("crates copied")
+        .flatten()
+    {
+        let src = entry.path().join("src");
+        std::fs::create_dir_all(&src).expect("src");
+        let stub = if entry.file_name() == "vigil" {
+            "main.rs"
+        } else {
+            "lib.rs"
+        };
+        std::fs::write(src.join(stub), "").expect("stub");
+    }
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--no-deps",
+            "--offline",
+            "--format-version",
+            "1",
+        ])
+        .current_dir(&dir)
+        .output()
+        .expect("cargo metadata");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "the stub workspace does not load: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn version_names_the_commit() {
     let out = Command::new(env!("CARGO_BIN_EXE_vigil"))

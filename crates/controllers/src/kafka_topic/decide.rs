@@ -345,12 +345,23 @@ fn decide_failed(view: &TopicView<'_>, failure: &Failure, now: &Time) -> Plan {
 /// The decision on what Kafka holds after this reconcile's writes: their Events first; no
 /// broker write (what is still missing waits for a look soon after); a failed write fails the
 /// reconcile, reported in status and as a Warning Event, and keeps the finalizer.
+///
+/// When Kafka still differs from the spec, this look cannot tell a write Kafka applies
+/// asynchronously from a change made outside Vigil meanwhile (the topic deleted behind its
+/// back, a config changed): it decides neither. The status stays what the writes' decision
+/// recorded (the topic id included) and the Events are only the writes' own; the look soon after
+/// decides the difference — a change outside Vigil is then reported and counted as drift, once.
 fn after_writes(view: &TopicView<'_>, written: &Written, now: &Time, plan: &mut Plan) {
-    plan.events.splice(0..0, written.done.iter().cloned());
     plan.mark_creating = false;
     plan.drift = false;
     plan.look_again = !plan.ops.is_empty();
+    if plan.look_again {
+        plan.status = view.status.clone();
+        plan.events.clear();
+        plan.remove_finalizer = false;
+    }
     plan.ops.clear();
+    plan.events.splice(0..0, written.done.iter().cloned());
     if plan.failure.is_some() {
         return;
     }
@@ -1383,6 +1394,61 @@ mod tests {
         );
         assert!(pending.ops.is_empty() && pending.look_again);
         assert!(!pending.mark_creating && !pending.drift);
+        assert_eq!(
+            pending.status, first.status,
+            "nothing decided before the next look"
+        );
+        assert_eq!(
+            pending.events.len(),
+            1,
+            "only the write's Event: {:?}",
+            pending.events
+        );
+    }
+
+    #[test]
+    fn a_topic_deleted_between_a_write_and_its_check_is_drift_for_the_next_look() {
+        let declared = spec(3, &[("retention.ms", "86400000")]);
+        let status = ready_status(&declared, 1, "id-1", 3);
+        // A config changed outside Vigil: restored (drift).
+        let first = decide(
+            &view(&declared, &status, 1),
+            &observed("id-1", 3, &[("retention.ms", "5")]),
+            &now(),
+        );
+        assert!(first.drift && first.ops.len() == 1);
+        let restored = Written {
+            done: written_note(&first.ops[0], None).into_iter().collect(),
+            failure: None,
+        };
+        // The check after the write finds the topic gone: nothing decided, no Event of it.
+        let settled = view(&declared, &first.status, 1);
+        let after = decide_after(
+            &settled,
+            &Observation::Broker(Observed::default()),
+            &restored,
+            &now(),
+        );
+        assert!(after.look_again && after.ops.is_empty() && !after.drift);
+        assert_eq!(
+            after.status.topic_id.as_deref(),
+            Some("id-1"),
+            "the id is kept"
+        );
+        assert!(
+            after.events.iter().all(|e| e.reason != EVENT_RECREATED),
+            "{:?}",
+            after.events
+        );
+        // The next look: the deletion is drift, reported once, and the topic created again.
+        let next = decide(
+            &view(&declared, &after.status, 1),
+            &Observed::default(),
+            &now(),
+        );
+        assert!(next.drift);
+        assert_eq!(next.events[0].reason, EVENT_RECREATED);
+        assert!(matches!(next.ops[0], BrokerOp::Create { .. }));
     }
 
     #[test]
