@@ -1,7 +1,7 @@
 //! `vigil`: the operator binary. Subcommands: `run` (the operator), `demo`, `sandbox` (an
 //! embedded API server for demos and tests), `manifests` (install manifests), `status` (the
-//! status vault). The commands besides `run` live in `cli/`; the benchmarks are a binary of their
-//! own, `vigil-bench` (`crates/bench`).
+//! status vault). Each command lives in `cli/`; the benchmarks are a binary of their own,
+//! `vigil-bench` (`crates/bench`).
 
 // First: its `say!` macro is used by every module below.
 #[macro_use]
@@ -9,7 +9,6 @@ mod output;
 
 mod cli;
 mod cluster_providers;
-mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -54,7 +53,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the operator against the cluster of the current kubeconfig (or in-cluster).
-    Run(Box<run::RunArgs>),
+    Run(Box<cli::run::RunArgs>),
     /// See Vigil work in seconds: the article's CriticalService scenario on an in-process sandbox.
     Demo(cli::demo::DemoArgs),
     /// Serve an embedded Kubernetes API server on loopback (for demos and tests).
@@ -106,7 +105,7 @@ fn main() -> anyhow::Result<()> {
         .build()?;
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => run::run(*args).await,
+            Command::Run(args) => cli::run::run(*args).await,
             Command::Manifests(args) => cli::manifests::run(&args),
             Command::Sandbox(args) => cli::sandbox::run(args).await,
             Command::Demo(args) => cli::demo::run(args).await,

@@ -1,7 +1,8 @@
-//! The commands of `vigil` besides `run`: the demo, the standalone sandbox, the install
+//! The commands of `vigil`: the operator (`run`), the demo, the standalone sandbox, the install
 //! manifests and the status vault's command line.
 
 pub mod demo;
 pub mod manifests;
+pub mod run;
 pub mod sandbox;
 pub mod status;

@@ -21,7 +21,7 @@ pub struct CommonArgs {
 
 impl CommonArgs {
     pub async fn client(&self) -> anyhow::Result<kube::Client> {
-        crate::run::client(self.kubeconfig.as_ref()).await
+        crate::cli::run::client(self.kubeconfig.as_ref()).await
     }
 
     pub fn key(&self) -> anyhow::Result<Option<EncryptionKey>> {
