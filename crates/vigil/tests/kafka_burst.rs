@@ -31,6 +31,25 @@ const WORKERS: usize = 4;
 const KILL_AT: [usize; 2] = [90, 200];
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Until the operators' shared log shows `count` starts (`vigil running`).
+async fn wait_started(log: &Path, count: usize) {
+    let started = Instant::now();
+    loop {
+        let starts = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .matches("vigil running")
+            .count();
+        if starts >= count {
+            return;
+        }
+        assert!(
+            started.elapsed() < SETTLE_TIMEOUT,
+            "operator start {count} not logged within {SETTLE_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn spawn_operator(kubeconfig: &Path, log: &Path) -> Proc {
     let log = File::options()
         .create(true)
@@ -143,10 +162,13 @@ async fn kill_during_a_burst_leaves_exactly_the_declared_topics() {
             }
         }));
     }
-    for kill_at in KILL_AT {
+    for (kills, kill_at) in KILL_AT.into_iter().enumerate() {
         while ops.load(Ordering::SeqCst) < kill_at && !workers.iter().all(|w| w.is_finished()) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
+        // The kill must hit a running operator: on a loaded machine the one started after the
+        // previous kill may not be up yet when the burst reaches the next kill point.
+        wait_started(&log, kills + 1).await;
         drop(operator); // SIGKILL
         tokio::time::sleep(Duration::from_millis(100)).await;
         operator = spawn_operator(&kubeconfig, &log);
