@@ -77,6 +77,30 @@ where
     leadership_hooks: Vec<LeadershipHook>,
 }
 
+/// What a controller's primary kind must be: a statically typed resource the
+/// cache can clone, decode and print.
+pub trait Object:
+    Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Object for K where
+    K: Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
 impl Runtime {
     /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `store`, triggered
     /// by `stream` — typically a [`crate::cache::lean_cache`] over `self.watches()`.
@@ -87,13 +111,7 @@ impl Runtime {
         stream: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
     ) -> ControllerBuilder<K>
     where
-        K: Resource<DynamicType = ()>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        K: Object,
     {
         let metrics = self.metrics().controller(name);
         let queue = QueueTracker::new(metrics.clone());
@@ -120,13 +138,7 @@ impl Runtime {
 
 impl<K> ControllerBuilder<K>
 where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Object,
 {
     /// Reconciles running at once (default [`DEFAULT_CONCURRENCY`]).
     pub fn concurrency(mut self, concurrency: u16) -> Self {
