@@ -260,6 +260,33 @@ fn recorded_conversations_replay_to_the_recorded_outcome() {
     );
 }
 
+/// Found by this target: an `ApiVersions` answer declaring 2^31 - 1 API keys made kafka-protocol
+/// ask for a 64 GiB `Vec` before decoding one, and the failed allocation aborted the process. It
+/// is a protocol error now (the patched copy in vendor/kafka-protocol).
+#[test]
+fn an_array_of_two_billion_elements_is_refused_not_allocated() {
+    let broker = FakeBroker::new();
+    let input = vigil_fuzz::corpus_file(TARGET, "crash-array-length-2-31.bin");
+    broker.check(&input).expect("answered");
+    let (which, plain) = decode_selector(input[0]);
+    let addr = broker.listener.local_addr().expect("addr");
+    let outcome = broker.runtime.block_on(async {
+        let serve = async {
+            let (mut socket, _) = broker.listener.accept().await.expect("accept");
+            socket.write_all(&input[1..]).await.expect("write");
+            let _ = socket.shutdown().await;
+            let mut sink = [0u8; 4096];
+            while socket.read(&mut sink).await.unwrap_or(0) > 0 {}
+        };
+        let client = async { call(&Admin::new(config(addr.to_string(), plain)), which).await };
+        tokio::join!(serve, client).1
+    });
+    assert!(
+        outcome.starts_with("error") && outcome.contains("Array length 2147483646 exceeds"),
+        "{outcome}"
+    );
+}
+
 /// Records the corpus from a real broker: `VIGIL_FUZZ_CAPTURE=1` with a broker from
 /// `.ci/kafka-broker start` (`VIGIL_TEST_KAFKA_BOOTSTRAP`, `VIGIL_TEST_KAFKA_BROKER`), then
 /// `cargo test -p vigil-fuzz --test kafka capture_corpus -- --ignored`. A proxy between a fresh
