@@ -64,6 +64,11 @@ impl ScramHash {
     }
 }
 
+/// The most iterations a server may ask for: Kafka's own bound (`ScramMechanism`'s
+/// `maxIterations`). Each costs an HMAC computed on the caller's thread, so a server asking for
+/// billions would stall the client's runtime for minutes, out of reach of its timeouts.
+const MAX_ITERATIONS: u32 = 16_384;
+
 /// One SCRAM exchange.
 pub(crate) struct Scram {
     hash: ScramHash,
@@ -117,6 +122,11 @@ impl Scram {
         };
         if !nonce.starts_with(&self.nonce) || iterations == 0 {
             return Err("the server's nonce or iteration count is invalid".into());
+        }
+        if iterations > MAX_ITERATIONS {
+            return Err(format!(
+                "the server asks for {iterations} iterations, more than Kafka's maximum of {MAX_ITERATIONS}"
+            ));
         }
         let h = self.hash;
         let salted = h.hi(self.password.as_bytes(), &salt, iterations);
@@ -188,5 +198,19 @@ mod tests {
         assert!(scram.client_final("r=zzz,s=AAAA,i=4096").is_err());
         assert!(scram.client_final("garbage").is_err());
         assert!(scram.client_final("r=abcdef,s=AAAA,i=10").is_ok());
+    }
+
+    /// A broker echoing our nonce with `i=4294967295` would have the client compute four billion
+    /// HMACs on its runtime thread (minutes, out of reach of every timeout): refused at once.
+    #[test]
+    fn an_iteration_count_beyond_kafkas_maximum_is_refused_not_computed() {
+        let mut scram = Scram::new(ScramHash::Sha512, "u", "p", "abc".into());
+        let started = std::time::Instant::now();
+        let error = scram
+            .client_final("r=abcdef,s=AAAA,i=4294967295")
+            .expect_err("refused");
+        assert!(error.contains("4294967295"), "{error}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        assert!(scram.client_final("r=abcdef,s=AAAA,i=16384").is_ok());
     }
 }
