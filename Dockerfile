@@ -10,10 +10,13 @@ WORKDIR /src
 # One line per crate (COPY cannot keep directories from a glob); a test in
 # crates/vigil/tests/packaging.rs fails when a crate is missing here.
 COPY Cargo.toml Cargo.lock ./
+# Patched copies of crates.io packages that Cargo.toml's [patch.crates-io] points at.
+COPY vendor ./vendor
 COPY crates/apis/Cargo.toml crates/apis/
 COPY crates/bench/Cargo.toml crates/bench/
 COPY crates/conformance/Cargo.toml crates/conformance/
 COPY crates/controllers/Cargo.toml crates/controllers/
+COPY crates/fuzz/Cargo.toml crates/fuzz/
 COPY crates/kafka/Cargo.toml crates/kafka/
 COPY crates/kubelet/Cargo.toml crates/kubelet/
 COPY crates/provider/Cargo.toml crates/provider/

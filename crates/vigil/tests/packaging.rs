@@ -58,8 +58,13 @@ fn the_dockerfiles_stub_workspace_loads() {
         std::fs::create_dir_all(&dest).unwrap_or_else(|e| panic!("{}: {e}", dest.display()));
         for source in sources {
             let from = repo_root().join(source);
-            let name = from.file_name().expect("a file name");
-            std::fs::copy(&from, dest.join(name)).expect("copy as COPY does");
+            if from.is_dir() {
+                // `COPY dir ./dir` copies the directory's contents into the destination.
+                copy_tree(&from, &dest);
+            } else {
+                let name = from.file_name().expect("a file name");
+                std::fs::copy(&from, dest.join(name)).expect("copy as COPY does");
+            }
         }
     }
     for entry in std::fs::read_dir(dir.join("crates"))
@@ -92,6 +97,19 @@ fn the_dockerfiles_stub_workspace_loads() {
         "the stub workspace does not load: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Copies the tree under `from` into `to`, as `COPY` does with a directory.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("destination");
+    for entry in std::fs::read_dir(from).expect("a directory").flatten() {
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy as COPY does");
+        }
+    }
 }
 
 #[test]
