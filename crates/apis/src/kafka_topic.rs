@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::core::{Reason, Rule};
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +19,7 @@ pub const OBJECT_NAME_PATTERN: &str =
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Desired state of a Kafka topic.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[kube(
     group = "kafka.vigil.dev",
     version = "v1alpha1",
@@ -34,7 +35,8 @@ pub const OBJECT_NAME_PATTERN: &str =
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicationFactor"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = topic_name_immutable(),
 )]
 #[serde(rename_all = "camelCase")]
 pub struct TopicSpec {
@@ -46,11 +48,13 @@ pub struct TopicSpec {
     /// Number of partitions. Kafka can only add partitions: a lower number is reported
     /// (`PartitionDecreaseRefused`) and nothing changes.
     #[schemars(range(min = 1, max = 100000))]
+    #[x_kube(validation = Rule::new("self >= oldSelf").message(PARTITIONS_DECREASE_MESSAGE))]
     pub partitions: i32,
     /// Replicas per partition; absent: the broker's default. Kafka cannot change it for an
     /// existing topic: a different number is reported (`ReplicationFactorChangeRefused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 32767))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(REPLICATION_FACTOR_CHANGE_MESSAGE))]
     pub replication_factor: Option<i32>,
     /// Topic configs (`retention.ms`, `cleanup.policy`, …), as Kafka spells them. Only these are
     /// managed; a config removed from here goes back to the broker's default.
@@ -67,6 +71,32 @@ pub struct TopicSpec {
     /// false: such a topic is reported (`TopicNotOwned`) and left alone, and never deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt: Option<bool>,
+}
+
+/// What `kubectl apply` prints when a Topic's partitions go down (the controller's
+/// `PartitionDecreaseRefused`, refused at the door).
+pub const PARTITIONS_DECREASE_MESSAGE: &str = "partitions cannot decrease: Kafka can only add \
+     partitions; set it back to at least its current value (PartitionDecreaseRefused)";
+
+/// What `kubectl apply` prints when a Topic's replication factor changes
+/// (`ReplicationFactorChangeRefused`).
+pub const REPLICATION_FACTOR_CHANGE_MESSAGE: &str = "replicationFactor cannot change: Kafka \
+     cannot change it for an existing topic; set it back, or create a new Topic \
+     (ReplicationFactorChangeRefused)";
+
+/// The name of the topic in Kafka (`spec.topicName`, or the object's name) cannot change
+/// (`TopicNameImmutable`): stated on the root, the only place that sees both.
+fn topic_name_immutable() -> Rule {
+    const EFFECTIVE: &str = "(has(self.spec.topicName) ? self.spec.topicName : self.metadata.name)";
+    const OLD: &str =
+        "(has(oldSelf.spec.topicName) ? oldSelf.spec.topicName : oldSelf.metadata.name)";
+    Rule::new(format!("{EFFECTIVE} == {OLD}"))
+        .message(kube::core::Message::Expression(format!(
+            "'the Kafka topic is ' + {OLD} + ' and Kafka cannot rename topics: set spec.topicName \
+             back to ' + {OLD} + ', or create a new Topic for ' + {EFFECTIVE} + ' (TopicNameImmutable)'"
+        )))
+        .field_path(".spec.topicName")
+        .reason(Reason::FieldValueForbidden)
 }
 
 /// How to reach a Kafka cluster. Credentials come from Secrets in the Topic's namespace.

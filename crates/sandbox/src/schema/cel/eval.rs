@@ -145,6 +145,10 @@ impl Walk {
         if let Some(old) = old {
             observe(schema, old, &mut sizes);
         }
+        // kube-apiserver 1.28 moves the path of every later rule of the node under a failed
+        // rule's `fieldPath` (it reassigns the node's path; fixed in later releases): so does
+        // the sandbox, since clients see that path.
+        let mut path = path.to_owned();
         let bound = |node: Node| sizes.get(&(node.0 as *const Value)).copied().unwrap_or(1);
         let self_ty = of_schema(schema, root, &bound);
         let self_value = to_cel(Some(schema), root, value);
@@ -155,7 +159,7 @@ impl Walk {
                 Err(err) => {
                     let detail = format!("rule compile error: {err}");
                     self.errors
-                        .push(FieldError::invalid(field(path), &type_name, &detail));
+                        .push(FieldError::invalid(field(&path), &type_name, &detail));
                     continue;
                 }
             };
@@ -169,12 +173,12 @@ impl Walk {
                     rule.error_string()
                 );
                 self.errors
-                    .push(FieldError::invalid(field(path), &type_name, &detail));
+                    .push(FieldError::invalid(field(&path), &type_name, &detail));
                 self.exhausted = true;
                 return;
             }
             if checked.cost > self.budget {
-                self.out_of_budget(path, &type_name);
+                self.out_of_budget(&path, &type_name);
                 return;
             }
             self.budget -= checked.cost;
@@ -186,7 +190,7 @@ impl Walk {
             match program.execute(&context) {
                 Ok(cel::Value::Bool(true)) => {}
                 Ok(cel::Value::Bool(false)) => {
-                    self.failed(rule, &context, &self_ty, path, &type_name, &bound);
+                    path = self.failed(rule, &context, &self_ty, &path, &type_name, &bound);
                     if self.exhausted {
                         return;
                     }
@@ -198,12 +202,12 @@ impl Walk {
                         other.type_of()
                     );
                     self.errors
-                        .push(FieldError::invalid(field(path), &type_name, &detail));
+                        .push(FieldError::invalid(field(&path), &type_name, &detail));
                 }
                 Err(err) => {
                     let detail = runtime_error(&err, rule);
                     self.errors
-                        .push(FieldError::invalid(field(path), &type_name, &detail));
+                        .push(FieldError::invalid(field(&path), &type_name, &detail));
                 }
             }
         }
@@ -226,7 +230,7 @@ impl Walk {
         path: &str,
         type_name: &Value,
         bound: &dyn Fn(Node) -> u64,
-    ) {
+    ) -> String {
         let path = match normalize_field_path(&rule.field_path) {
             Some(sub) if !sub.is_empty() => {
                 if sub.starts_with('[') {
@@ -250,14 +254,14 @@ impl Walk {
                 self.errors
                     .push(FieldError::invalid(field(&path), type_name, &detail));
                 self.exhausted = true;
-                return;
+                return path;
             }
             if cost > self.budget {
                 let detail = "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run";
                 self.errors
                     .push(FieldError::invalid(field(&path), type_name, detail));
                 self.exhausted = true;
-                return;
+                return path;
             }
             self.budget -= cost;
             // Failures fall back to the static message, as the server does (it only logs them).
@@ -272,14 +276,15 @@ impl Walk {
             }
         }
         let detail = detail.unwrap_or_else(|| rule.message_or_default());
-        let field = field(&path);
+        let at = field(&path);
         let error = match rule.reason.as_deref() {
-            Some("FieldValueForbidden") => FieldError::forbidden(field, &detail),
-            Some("FieldValueRequired") => FieldError::required(field, &detail),
-            Some("FieldValueDuplicate") => FieldError::duplicate(field, type_name),
-            _ => FieldError::invalid(field, type_name, &detail),
+            Some("FieldValueForbidden") => FieldError::forbidden(at, &detail),
+            Some("FieldValueRequired") => FieldError::required(at, &detail),
+            Some("FieldValueDuplicate") => FieldError::duplicate(at, type_name),
+            _ => FieldError::invalid(at, type_name, &detail),
         };
         self.errors.push(error);
+        path
     }
 }
 

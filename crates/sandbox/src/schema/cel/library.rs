@@ -151,7 +151,11 @@ fn position<'b, 'v>(
     let list = list_arg(&args[0], function)?;
     let needle = args.get(1).cloned().unwrap_or(Value::Null);
     let mut found = list.iter().enumerate().filter(|(_, item)| **item == needle);
-    let index = if last { found.next_back() } else { found.next() };
+    let index = if last {
+        found.next_back()
+    } else {
+        found.next()
+    };
     owned(Value::Int(index.map_or(-1, |(i, _)| i as i64)))
 }
 

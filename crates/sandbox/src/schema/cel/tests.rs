@@ -272,3 +272,24 @@ fn the_resource_root_sees_name_but_not_other_metadata() {
     let errors = printed(&check_rules(&s, "p"));
     assert!(errors[0].contains("undefined field 'labels'"), "{errors:?}");
 }
+
+#[test]
+fn a_failed_rules_field_path_moves_the_later_rules_of_its_node_as_in_1_28() {
+    let s = schema(
+        json!([
+            {"rule": "self.a != 'x'", "message": "a", "fieldPath": ".a"},
+            {"rule": "self.b != 'x'", "message": "b", "fieldPath": ".b"},
+            {"rule": "false", "message": "c"},
+        ]),
+        json!({"a": {"type": "string"}, "b": {"type": "string"}}),
+    );
+    let obj = json!({"spec": {"a": "x", "b": "x"}});
+    assert_eq!(
+        printed(&validate_rules(&s, &obj, None)),
+        [
+            r#"spec.a: Invalid value: "object": a"#,
+            r#"spec.a.b: Invalid value: "object": b"#,
+            r#"spec.a.b: Invalid value: "object": c"#,
+        ]
+    );
+}
