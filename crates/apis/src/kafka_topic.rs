@@ -36,9 +36,10 @@ pub const OBJECT_NAME_PATTERN: &str =
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
-    validation = topic_name_immutable(),
+    validation = no_partition_decrease(),
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = topic_name_immutable())]
 pub struct TopicSpec {
     /// The topic's name in Kafka; absent: the object's name. Changing it later is refused
     /// (reported, nothing renamed): Kafka cannot rename topics.
@@ -48,7 +49,6 @@ pub struct TopicSpec {
     /// Number of partitions. Kafka can only add partitions: a lower number is reported
     /// (`PartitionDecreaseRefused`) and nothing changes.
     #[schemars(range(min = 1, max = 100000))]
-    #[x_kube(validation = Rule::new("self >= oldSelf").message(PARTITIONS_DECREASE_MESSAGE))]
     pub partitions: i32,
     /// Replicas per partition; absent: the broker's default. Kafka cannot change it for an
     /// existing topic: a different number is reported (`ReplicationFactorChangeRefused`).
@@ -73,10 +73,24 @@ pub struct TopicSpec {
     pub adopt: Option<bool>,
 }
 
-/// What `kubectl apply` prints when a Topic's partitions go down (the controller's
-/// `PartitionDecreaseRefused`, refused at the door).
+/// What `kubectl apply` prints when a Topic's partitions go below what the topic has (the
+/// controller's `PartitionDecreaseRefused`, refused at the door).
 pub const PARTITIONS_DECREASE_MESSAGE: &str = "partitions cannot decrease: Kafka can only add \
-     partitions; set it back to at least its current value (PartitionDecreaseRefused)";
+     partitions; set it back to at least the topic's current count, status.partitions \
+     (PartitionDecreaseRefused)";
+
+/// `spec.partitions` never goes below both its previous value and the partitions the topic has
+/// in Kafka (`status.partitions`): lowering a raise the broker has not applied (or refused) is
+/// allowed, taking partitions away from the topic is not. On the root, the only place that sees
+/// the status; a status update leaves the spec as it was, so it always passes.
+fn no_partition_decrease() -> Rule {
+    Rule::new(
+        "self.spec.partitions >= oldSelf.spec.partitions || (has(self.status) \
+         && has(self.status.partitions) && self.spec.partitions >= self.status.partitions)",
+    )
+    .message(PARTITIONS_DECREASE_MESSAGE)
+    .field_path(".spec.partitions")
+}
 
 /// What `kubectl apply` prints when a Topic's replication factor changes
 /// (`ReplicationFactorChangeRefused`).
@@ -84,18 +98,21 @@ pub const REPLICATION_FACTOR_CHANGE_MESSAGE: &str = "replicationFactor cannot ch
      cannot change it for an existing topic; set it back, or create a new Topic \
      (ReplicationFactorChangeRefused)";
 
-/// The name of the topic in Kafka (`spec.topicName`, or the object's name) cannot change
-/// (`TopicNameImmutable`): stated on the root, the only place that sees both.
+/// `spec.topicName` is never set, changed or removed once the Topic exists
+/// (`TopicNameImmutable`): Kafka cannot rename topics. On the spec rather than the root (which
+/// would see the object's name and allow setting it to that name): kube-apiserver 1.28 reports
+/// the rules after a failed one of the same node under that rule's fieldPath, and the root has
+/// the partitions rule.
 fn topic_name_immutable() -> Rule {
-    const EFFECTIVE: &str = "(has(self.spec.topicName) ? self.spec.topicName : self.metadata.name)";
-    const OLD: &str =
-        "(has(oldSelf.spec.topicName) ? oldSelf.spec.topicName : oldSelf.metadata.name)";
-    Rule::new(format!("{EFFECTIVE} == {OLD}"))
+    const NEW: &str = "(has(self.topicName) ? self.topicName : '')";
+    const OLD: &str = "(has(oldSelf.topicName) ? oldSelf.topicName : '')";
+    Rule::new(format!("{NEW} == {OLD}"))
         .message(kube::core::Message::Expression(format!(
-            "'the Kafka topic is ' + {OLD} + ' and Kafka cannot rename topics: set spec.topicName \
-             back to ' + {OLD} + ', or create a new Topic for ' + {EFFECTIVE} + ' (TopicNameImmutable)'"
+            "'spec.topicName cannot change: Kafka cannot rename topics; ' + ({OLD} == '' ? \
+             'leave it unset (the topic is named after the object)' : 'set it back to ' + {OLD}) \
+             + ', or create a new Topic (TopicNameImmutable)'"
         )))
-        .field_path(".spec.topicName")
+        .field_path(".topicName")
         .reason(Reason::FieldValueForbidden)
 }
 

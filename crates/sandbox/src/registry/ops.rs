@@ -242,7 +242,8 @@ fn validation_rules(
     if blocking {
         return vec![FieldError::invalid(
             "<nil>",
-            &Value::Null,
+            // Go prints the nil value of this error as the string "null".
+            &Value::from("null"),
             "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
         )];
     }
