@@ -316,6 +316,28 @@ async fn rules_the_server_cannot_run_fail_the_crd() {
             json!({"rule": "true", "messageExpression": "1"}),
             "messageExpression must evaluate to a string",
         ),
+        // Later releases' functions and macros are not in 1.28.
+        (
+            json!({"rule": "cel.bind(x, 1, x == 1)"}),
+            "undeclared reference to 'x' (in container '')",
+        ),
+        (
+            json!({"rule": "self.name.quote() != ''"}),
+            "compilation failed: ERROR: <input>:1:",
+        ),
+        (
+            json!({"rule": "self.name.format([1]) != ''"}),
+            "compilation failed: ERROR: <input>:1:",
+        ),
+        (
+            json!({"rule": "isQuantity(self.name)"}),
+            "undeclared reference to 'isQuantity' (in container '')",
+        ),
+        // Joining an unbounded list of unbounded strings.
+        (
+            json!({"rule": "self.tags.join(',') != ''"}),
+            "estimated rule cost exceeds budget by factor of more than 100x",
+        ),
     ] {
         let (code, body) = create_with_rules(&client, &group, json!([rule]), props.clone()).await;
         assert_eq!(code, 422, "{body}");
