@@ -145,6 +145,25 @@ spec:
             "* spec.namespaceSelector: Invalid value: \"object\": matchExpressions: operators In and NotIn need values, Exists and DoesNotExist take none, and there is no other operator (InvalidSelector)",
         ],
     },
+    Case {
+        what: "a CriticalService naming a label key twice (cluster-scoped: named after the test)",
+        first: "apiVersion: mycrd.com/v1
+kind: CriticalService
+metadata: {name: NAMESPACE}
+spec:
+  matchLabels: [{key: role, value: frontend}]
+",
+        then: "apiVersion: mycrd.com/v1
+kind: CriticalService
+metadata: {name: NAMESPACE}
+spec:
+  matchLabels: [{key: role, value: frontend}, {key: role, value: web}]
+",
+        lines: &[
+            // One failure prints on the heading's line.
+            "The CriticalService \"NAMESPACE\" is invalid: spec.matchLabels: Invalid value: \"array\": matchLabels names a key more than once: a Service has one value per label key, so no Service could match; keep one entry per key",
+        ],
+    },
 ];
 
 #[test]
@@ -170,6 +189,7 @@ fn kubectl_apply_prints_the_rules_message_and_stores_nothing() {
     };
     let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/vigil/crds");
     for crd in [
+        "criticalservices.mycrd.com",
         "topics.kafka.vigil.dev",
         "kubernetesclusters.vigil.dev",
         "configmapsyncs.apps.bixbite.io",
@@ -187,16 +207,17 @@ fn kubectl_apply_prints_the_rules_message_and_stores_nothing() {
     let ns = format!("vigil-refused-{}", std::process::id());
     kubectl.ok(&["create", "namespace", &ns]);
     for case in CASES {
-        let (created, text) = kubectl.apply(&ns, case.first);
+        let (created, text) = kubectl.apply(&ns, &case.first.replace("NAMESPACE", &ns));
         assert!(
             created,
             "{}: the first manifest is accepted: {text}",
             case.what
         );
-        let (applied, text) = kubectl.apply(&ns, case.then);
+        let (applied, text) = kubectl.apply(&ns, &case.then.replace("NAMESPACE", &ns));
         assert!(!applied, "{}: refused: {text}", case.what);
         let printed: Vec<&str> = text.lines().map(str::trim_end).collect();
-        assert_eq!(printed[0], case.lines[0], "{}: {text}", case.what);
+        let heading = case.lines[0].replace("NAMESPACE", &ns);
+        assert_eq!(printed[0], heading, "{}: {text}", case.what);
         // The server lists the failures of one object in no fixed order.
         let mut printed_causes: Vec<&str> = printed[1..].to_vec();
         printed_causes.sort();
@@ -223,6 +244,7 @@ fn kubectl_apply_prints_the_rules_message_and_stores_nothing() {
         "jsonpath={.spec.kubeVersion}",
     ]);
     assert_eq!(cluster.trim(), "1.28");
+    kubectl.ok(&["delete", "criticalservices.mycrd.com", &ns, "--wait=false"]);
     kubectl.ok(&["delete", "namespace", &ns, "--wait=false"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
