@@ -293,3 +293,21 @@ fn a_failed_rules_field_path_moves_the_later_rules_of_its_node_as_in_1_28() {
         ]
     );
 }
+
+#[test]
+fn rules_inside_a_junctor_are_not_structural() {
+    let s = schema(
+        json!([]),
+        json!({"name": {"type": "string", "allOf": [{"x-kubernetes-validations": [{"rule": "self != 'x'"}]}]}}),
+    );
+    let errors = printed(&super::super::check_structural(
+        &s,
+        "spec.validation.openAPIV3Schema",
+    ));
+    assert_eq!(
+        errors,
+        [
+            "spec.validation.openAPIV3Schema.properties[spec].properties[name].allOf[0].x-kubernetes-validations: Forbidden: must be empty to be structural"
+        ]
+    );
+}
