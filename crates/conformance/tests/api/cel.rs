@@ -244,6 +244,26 @@ async fn validation_rules_refuse_bad_objects_with_the_rules_messages() {
     )
     .await
     .expect("apply passes the rules");
+    // An apply breaking a transition rule is refused like any other write.
+    let down = json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": {"name": "ok-1"},
+        "spec": {"replicas": 1}});
+    let refused = api
+        .patch(
+            "ok-1",
+            &PatchParams::apply("cel-test").force(),
+            &Patch::Apply(&down),
+        )
+        .await
+        .expect_err("the apply is refused");
+    let kube::Error::Api(status) = refused else {
+        panic!("not an API error: {refused}");
+    };
+    assert_eq!(
+        status.message,
+        format!(
+            "Gadget.{group} \"ok-1\" is invalid: spec: Invalid value: \"object\": replicas cannot go down"
+        )
+    );
 
     delete_crd(&client, &crd_name).await;
 }
@@ -395,4 +415,105 @@ async fn rules_the_server_cannot_run_fail_the_crd() {
             "FieldValueInvalid spec.validation.openAPIV3Schema.properties[spec].properties[list].items.properties[v].x-kubernetes-validations[0].rule: Invalid value: \"self >= oldSelf\": oldSelf cannot be used on the uncorrelatable portion of the schema within spec.validation.openAPIV3Schema.properties[spec].properties[list]"
         ]
     );
+}
+
+/// A rule added to a CRD applies to the objects already stored: every write to one that breaks
+/// it is refused — status updates and finalizer removal included — until its spec is fixed
+/// (1.28 has no validation ratcheting).
+#[tokio::test]
+async fn objects_stored_before_a_rule_are_refused_every_write_until_fixed() {
+    let env = TestEnv::start().await.expect("test env");
+    let client = env.client();
+    let ns = env.namespace();
+    let group = test_group(ns, "celold");
+    let crd_name = format!("stats.{group}");
+    create_crd(
+        &client,
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": crd_name, "labels": {vigil_testenv::TEST_LABEL: "true"}},
+            "spec": {
+                "group": group,
+                "scope": "Namespaced",
+                "names": {"plural": "stats", "singular": "stat", "kind": "Stat", "listKind": "StatList"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}},
+                        "status": {"type": "object", "properties": {"m": {"type": "string"}}},
+                    }}}}]
+            }
+        }),
+    )
+    .await;
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Stat"), "stats"),
+    );
+    let obj = json!({"apiVersion": format!("{group}/v1"), "kind": "Stat",
+        "metadata": {"name": "old", "finalizers": ["example.com/cleanup"]}, "spec": {"a": "x", "b": "x"}});
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(obj).expect("stat"),
+    )
+    .await
+    .expect("stored before the rule");
+
+    let rule = json!([{"op": "add",
+        "path": "/spec/versions/0/schema/openAPIV3Schema/properties/spec/x-kubernetes-validations",
+        "value": [{"rule": "self.a != self.b", "message": "a and b differ"}]}]);
+    let path = format!("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd_name}");
+    let body = serde_json::to_vec(&rule).expect("json");
+    let response = raw_request(
+        &client,
+        "PATCH",
+        &path,
+        Some("application/json-patch+json"),
+        Some(body),
+    )
+    .await;
+    assert_eq!(response.status, 200, "{}", response.text);
+
+    // Once the server uses the new schema, a status write is refused with the rule's message.
+    let status_patch = Patch::Merge(json!({"status": {"m": "hello"}}));
+    let refused = crate::support::poll_until("the rule to apply to status writes", || async {
+        match api
+            .patch_status("old", &PatchParams::default(), &status_patch)
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 422 => Some(status),
+            _ => None,
+        }
+    })
+    .await;
+    assert_eq!(
+        refused.message,
+        format!("Stat.{group} \"old\" is invalid: spec: Invalid value: \"object\": a and b differ")
+    );
+    // Deleting it marks it; removing its finalizer is refused the same way.
+    api.delete("old", &Default::default())
+        .await
+        .expect("delete marks");
+    let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    let refused = api
+        .patch("old", &PatchParams::default(), &unfinalize)
+        .await
+        .expect_err("finalizer removal refused");
+    assert!(
+        matches!(refused, kube::Error::Api(ref s) if s.code == 422),
+        "{refused:?}"
+    );
+    // Fixing the spec is allowed, and then everything else is.
+    api.patch(
+        "old",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"b": "y"}})),
+    )
+    .await
+    .expect("the fix is accepted");
+    api.patch("old", &PatchParams::default(), &unfinalize)
+        .await
+        .expect("the finalizer goes once the spec is fixed");
+    delete_crd(&client, &crd_name).await;
 }
