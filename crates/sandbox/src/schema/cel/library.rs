@@ -79,7 +79,7 @@ fn compare(function: &str, a: &Value, b: &Value) -> Result<Ordering> {
 
 fn is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>> {
     let args = values(&args)?;
-    let list = list_arg(&args[0], "isSorted")?;
+    let list = list_arg(args.first().unwrap_or(&Value::Null), "isSorted")?;
     for pair in list.windows(2) {
         if compare("isSorted", &pair[0], &pair[1])? == Ordering::Greater {
             return owned(Value::Bool(false));
@@ -90,7 +90,7 @@ fn is_sorted<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>> {
 
 fn sum<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>> {
     let args = values(&args)?;
-    let list = list_arg(&args[0], "sum")?;
+    let list = list_arg(args.first().unwrap_or(&Value::Null), "sum")?;
     let overflow = || ExecutionError::function_error("sum", "integer overflow");
     let mut total = match list.first() {
         None => return owned(Value::Int(0)),
@@ -119,7 +119,7 @@ fn extreme<'b, 'v>(
     keep: Ordering,
 ) -> Result<CowVal<'b, 'v>> {
     let args = values(&args)?;
-    let list = list_arg(&args[0], function)?;
+    let list = list_arg(args.first().unwrap_or(&Value::Null), function)?;
     let Some(mut best) = list.first().cloned() else {
         return Err(ExecutionError::function_error(
             function,
@@ -148,7 +148,7 @@ fn position<'b, 'v>(
     last: bool,
 ) -> Result<CowVal<'b, 'v>> {
     let args = values(&args)?;
-    let list = list_arg(&args[0], function)?;
+    let list = list_arg(args.first().unwrap_or(&Value::Null), function)?;
     let needle = args.get(1).cloned().unwrap_or(Value::Null);
     let mut found = list.iter().enumerate().filter(|(_, item)| **item == needle);
     let index = if last {
