@@ -6,18 +6,29 @@
 //! The other fields are Vigil's extensions.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// An RFC 1123 DNS label (what a namespace name must be).
+/// What `kubectl apply` prints when the source's namespace is named as a destination (the
+/// controller's `InvalidDestination`, refused at the door).
+pub const SOURCE_AS_DESTINATION_MESSAGE: &str = "the source's own namespace cannot be a \
+     destination: a ConfigMap cannot be copied onto itself; name other namespaces \
+     (InvalidDestination)";
+
+/// The same, when the source's namespace is in `destinationNamespaces`.
+pub const SOURCE_LISTED_MESSAGE: &str = "destinationNamespaces lists the source's own \
+     namespace: a ConfigMap cannot be copied onto itself; remove it from the list \
+     (InvalidDestination)";
+
 pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// An RFC 1123 DNS subdomain (what a ConfigMap name must be).
 pub const DNS_SUBDOMAIN_PATTERN: &str =
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Desired state of a ConfigMapSync.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "apps.bixbite.io",
     version = "v1",
@@ -36,6 +47,15 @@ pub const DNS_SUBDOMAIN_PATTERN: &str =
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+// The rule with a fieldPath comes last: kube-apiserver 1.28 reports the rules after a failed one
+// under its fieldPath too (see docs/sandbox.md).
+#[x_kube(
+    validation = Rule::new("!has(self.destinationNamespaces) || !(self.sourceNamespace in self.destinationNamespaces)")
+        .message(SOURCE_LISTED_MESSAGE),
+    validation = Rule::new("self.destinationNamespace != self.sourceNamespace")
+        .message(SOURCE_AS_DESTINATION_MESSAGE)
+        .field_path(".destinationNamespace"),
+)]
 pub struct ConfigMapSyncSpec {
     /// Namespace of the source ConfigMap.
     #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
@@ -53,6 +73,7 @@ pub struct ConfigMapSyncSpec {
     /// Every namespace whose labels match is a destination too, including namespaces created
     /// later; a namespace that stops matching loses its copy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = crate::rules::label_selector())]
     pub namespace_selector: Option<LabelSelector>,
     /// What happens to the copies when this ConfigMapSync is deleted: `Delete` (default) or
     /// `Orphan` (left in place).

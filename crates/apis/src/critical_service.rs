@@ -4,12 +4,17 @@
 //! Service's labels. The other fields are Vigil's extensions.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Desired state of a CriticalService.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+/// What `kubectl apply` prints when `matchLabels` names a key twice: a Service has one value
+/// per label, so such a CriticalService would cover nothing.
+pub const DUPLICATE_KEY_MESSAGE: &str = "matchLabels names a key more than once: a Service \
+     has one value per label key, so no Service could match; keep one entry per key";
+
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[kube(
     group = "mycrd.com",
     version = "v1",
@@ -31,7 +36,9 @@ pub struct CriticalServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// Label pairs that must all be on a Service for it to be covered.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new("self.all(a, self.exists_one(b, b.key == a.key))")
+        .message(DUPLICATE_KEY_MESSAGE))]
     pub match_labels: Vec<LabelMatch>,
     /// The PodTemplate whose spec the fallback pod runs; absent: the operator's default
     /// (`POD_TEMPLATE` in `POD_TEMPLATE_NS`).

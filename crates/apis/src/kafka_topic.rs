@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::core::{Reason, Rule};
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -18,7 +19,7 @@ pub const OBJECT_NAME_PATTERN: &str =
     "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// Desired state of a Kafka topic.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[kube(
     group = "kafka.vigil.dev",
     version = "v1alpha1",
@@ -34,9 +35,11 @@ pub const OBJECT_NAME_PATTERN: &str =
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicationFactor"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].reason"}"#,
-    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#,
+    validation = no_partition_decrease(),
 )]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = topic_name_immutable())]
 pub struct TopicSpec {
     /// The topic's name in Kafka; absent: the object's name. Changing it later is refused
     /// (reported, nothing renamed): Kafka cannot rename topics.
@@ -51,6 +54,7 @@ pub struct TopicSpec {
     /// existing topic: a different number is reported (`ReplicationFactorChangeRefused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 32767))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(REPLICATION_FACTOR_CHANGE_MESSAGE))]
     pub replication_factor: Option<i32>,
     /// Topic configs (`retention.ms`, `cleanup.policy`, …), as Kafka spells them. Only these are
     /// managed; a config removed from here goes back to the broker's default.
@@ -67,6 +71,49 @@ pub struct TopicSpec {
     /// false: such a topic is reported (`TopicNotOwned`) and left alone, and never deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adopt: Option<bool>,
+}
+
+/// What `kubectl apply` prints when a Topic's partitions go below what the topic has (the
+/// controller's `PartitionDecreaseRefused`, refused at the door).
+pub const PARTITIONS_DECREASE_MESSAGE: &str = "partitions cannot decrease: Kafka can only add \
+     partitions; set it back to at least the topic's current count, status.partitions \
+     (PartitionDecreaseRefused)";
+
+/// `spec.partitions` never goes below both its previous value and the partitions the topic has
+/// in Kafka (`status.partitions`): lowering a raise the broker has not applied (or refused) is
+/// allowed, taking partitions away from the topic is not. On the root, the only place that sees
+/// the status; a status update leaves the spec as it was, so it always passes.
+fn no_partition_decrease() -> Rule {
+    Rule::new(
+        "self.spec.partitions >= oldSelf.spec.partitions || (has(self.status) \
+         && has(self.status.partitions) && self.spec.partitions >= self.status.partitions)",
+    )
+    .message(PARTITIONS_DECREASE_MESSAGE)
+    .field_path(".spec.partitions")
+}
+
+/// What `kubectl apply` prints when a Topic's replication factor changes
+/// (`ReplicationFactorChangeRefused`).
+pub const REPLICATION_FACTOR_CHANGE_MESSAGE: &str = "replicationFactor cannot change: Kafka \
+     cannot change it for an existing topic; set it back, or create a new Topic \
+     (ReplicationFactorChangeRefused)";
+
+/// `spec.topicName` is never set, changed or removed once the Topic exists
+/// (`TopicNameImmutable`): Kafka cannot rename topics. On the spec rather than the root (which
+/// would see the object's name and allow setting it to that name): kube-apiserver 1.28 reports
+/// the rules after a failed one of the same node under that rule's fieldPath, and the root has
+/// the partitions rule.
+fn topic_name_immutable() -> Rule {
+    const NEW: &str = "(has(self.topicName) ? self.topicName : '')";
+    const OLD: &str = "(has(oldSelf.topicName) ? oldSelf.topicName : '')";
+    Rule::new(format!("{NEW} == {OLD}"))
+        .message(kube::core::Message::Expression(format!(
+            "'spec.topicName cannot change: Kafka cannot rename topics; ' + ({OLD} == '' ? \
+             'leave it unset (the topic is named after the object)' : 'set it back to ' + {OLD}) \
+             + ', or create a new Topic (TopicNameImmutable)'"
+        )))
+        .field_path(".topicName")
+        .reason(Reason::FieldValueForbidden)
 }
 
 /// How to reach a Kafka cluster. Credentials come from Secrets in the Topic's namespace.

@@ -7,7 +7,8 @@
 //! second cluster.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
+use kube::core::Rule;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -48,10 +49,43 @@ status:
 "#;
 
 /// The provider used when `spec.provider` is absent.
+/// What `kubectl apply` prints when an identity field of a KubernetesCluster changes (the
+/// controller's `ImmutableFieldChanged`, refused at the door).
+pub fn immutable(field: &str) -> String {
+    format!(
+        "{field} cannot change once the cluster exists: set it back, or declare a new \
+         KubernetesCluster (ImmutableFieldChanged)"
+    )
+}
+
+/// `spec.kubeVersion` only goes forward (`DowngradeRefused`): `major.minor[.patch]` compared as
+/// numbers, a missing patch being 0, as the controller compares them. Values the pattern
+/// refuses are left to the pattern's own error.
+fn no_downgrade() -> Rule {
+    const VERSION: &str = "'^[0-9]+\\\\.[0-9]+(\\\\.[0-9]+)?$'";
+    let part = |side: &str, i: usize| format!("int({side}.split('.')[{i}])");
+    let patch = |side: &str| format!("({side}.split('.').size() > 2 ? {} : 0)", part(side, 2));
+    let rule = format!(
+        "!self.matches({VERSION}) || !oldSelf.matches({VERSION}) || {n0} > {o0} || ({n0} == {o0} \
+         && ({n1} > {o1} || ({n1} == {o1} && {np} >= {op})))",
+        n0 = part("self", 0),
+        o0 = part("oldSelf", 0),
+        n1 = part("self", 1),
+        o1 = part("oldSelf", 1),
+        np = patch("self"),
+        op = patch("oldSelf"),
+    );
+    Rule::new(rule).message(kube::core::Message::Expression(
+        "'kubeVersion ' + self + ' is older than ' + oldSelf + ': Kubernetes clusters cannot be \
+         downgraded; set it back to ' + oldSelf + ' or later (DowngradeRefused)'"
+            .to_owned(),
+    ))
+}
+
 pub const DEFAULT_PROVIDER: &str = "local";
 
 /// Desired state of a KubernetesCluster.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "vigil.dev",
     version = "v1alpha1",
@@ -72,19 +106,23 @@ pub struct KubernetesClusterSpec {
     /// The kind of cluster the provider builds (the article's `iks`).
     #[serde(rename = "type")]
     #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(immutable("type").as_str()))]
     pub type_: String,
     /// The environment (`test`, `prod`, …).
     #[schemars(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(immutable("env").as_str()))]
     pub env: String,
     /// The Kubernetes version, `major.minor` or `major.minor.patch` (`"1.28"`). Raising it
     /// upgrades the cluster; lowering it is refused (a `Degraded` condition says so).
     #[schemars(length(min = 3, max = 32), regex(pattern = KUBE_VERSION_PATTERN))]
+    #[x_kube(validation = no_downgrade())]
     pub kube_version: String,
     /// The nodes' operating system image (`UBUNTU_20_64`).
     #[schemars(
         length(min = 1, max = 128),
         regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     )]
+    #[x_kube(validation = Rule::new("self == oldSelf").message(immutable("osVersion").as_str()))]
     pub os_version: String,
     /// The product the cluster serves; `uuid.value` and the object's name are the cluster's
     /// identity at the provider.

@@ -6,6 +6,7 @@ pub mod configmap_sync;
 pub mod critical_service;
 pub mod kafka_topic;
 pub mod kubernetes_cluster;
+mod rules;
 pub mod status_backup_policy;
 
 pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};

@@ -4,12 +4,12 @@
 //! object comes back (`OnCreate`) or only on request (`Manual`, through `vigil status restore`).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// What to protect, where, and how to restore it.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "vigil.dev",
     version = "v1",
@@ -38,9 +38,11 @@ pub struct StatusBackupPolicySpec {
     pub namespaces: Vec<String>,
     /// Namespaces covered, by their labels (in addition to `namespaces`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = crate::rules::label_selector())]
     pub namespace_selector: Option<LabelSelector>,
     /// Only objects with these labels; absent: every object of the kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = crate::rules::label_selector())]
     pub selector: Option<LabelSelector>,
     /// Where the records go; absent: the operator's default (`--status-vault-location`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ mod sandbox;
 mod status_restore;
 mod status_vault;
 mod support;
+mod validation_rules;
 
 use clap::Parser;
 
@@ -61,6 +62,8 @@ pub enum Bench {
     Fidelity(crate::fidelity::FidelityBench),
     /// A 1,000-replica Deployment on the sandbox: time to available, time to roll out a new template, RSS.
     Deployment(crate::deployment::DeploymentBench),
+    /// What CRD validation rules (CEL) cost a create and an update on the sandbox, with and without.
+    ValidationRules(crate::validation_rules::ValidationRulesBench),
 }
 
 async fn run(bench: Bench) -> anyhow::Result<()> {
@@ -76,6 +79,7 @@ async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::KafkaTopic(args) => crate::kafka_topic::run(args).await,
         Bench::Fidelity(args) => crate::fidelity::run(args).await,
         Bench::Deployment(args) => crate::deployment::run(args).await,
+        Bench::ValidationRules(args) => crate::validation_rules::run(args).await,
     }
 }
 

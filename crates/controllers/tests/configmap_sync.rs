@@ -1041,7 +1041,7 @@ async fn injected_api_failures_back_off_and_recover() {
 
 /// Bad input the schema cannot catch: a destination namespace that does not exist is reported
 /// (`NamespaceNotFound`) and synced once it exists; the source's own namespace as a destination
-/// is `Invalid`.
+/// is refused at the door.
 #[tokio::test]
 async fn missing_and_invalid_destinations_are_reported_not_crashed_on() {
     let mut w = World::start().await;
@@ -1050,9 +1050,34 @@ async fn missing_and_invalid_destinations_are_reported_not_crashed_on() {
     let later = w.ns("later");
     w.put_cm(&src, "cfg", &[("v", "1")]).await;
     let running = w.controller(true);
+    // The source's own namespace as a destination is refused at the door with the rule's
+    // message (the controller's InvalidDestination, for objects stored before the rule, is
+    // decide.rs's unit test).
+    let bad: ConfigMapSync = serde_json::from_value(json!({
+        "apiVersion": "apps.bixbite.io/v1", "kind": "ConfigMapSync", "metadata": {"name": "s"},
+        "spec": {"sourceNamespace": src, "destinationNamespace": dst, "destinationNamespaces": [later, src], "configMapName": "cfg"},
+    }))
+    .expect("configmapsync");
+    let refused = w
+        .syncs()
+        .create(&PostParams::default(), &bad)
+        .await
+        .expect_err("the source as a destination is refused");
+    let kube::Error::Api(status) = refused else {
+        panic!("not an API error: {refused}");
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(&format!(
+            "spec: Invalid value: \"object\": {}",
+            vigil_apis::configmap_sync::SOURCE_LISTED_MESSAGE
+        )),
+        "{}",
+        status.message
+    );
     w.create_sync(
         "s",
-        json!({"sourceNamespace": src, "destinationNamespace": dst, "destinationNamespaces": [later, src], "configMapName": "cfg"}),
+        json!({"sourceNamespace": src, "destinationNamespace": dst, "destinationNamespaces": [later], "configMapName": "cfg"}),
     )
     .await;
     let status = w
@@ -1064,13 +1089,11 @@ async fn missing_and_invalid_destinations_are_reported_not_crashed_on() {
         state_of(&status, &later),
         Some(DestinationState::NamespaceNotFound)
     );
-    assert_eq!(state_of(&status, &src), Some(DestinationState::Invalid));
     assert_eq!(state_of(&status, &dst), Some(DestinationState::Synced));
     w.create_ns("later", &[]).await;
     w.wait_data(&later, "cfg", &[("v", "1")]).await;
-    w.wait_status("s", "InvalidDestination remains", |s| {
-        is(s, "Degraded", "True", "InvalidDestination")
-            && state_of(s, &later) == Some(DestinationState::Synced)
+    w.wait_status("s", "every destination synced", |s| {
+        is(s, "Ready", "True", "AllSynced") && state_of(s, &later) == Some(DestinationState::Synced)
     })
     .await;
     assert_eq!(

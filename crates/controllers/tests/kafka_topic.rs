@@ -457,27 +457,37 @@ async fn partitions_are_raised_configs_altered_and_a_decrease_refused() {
     }
     let partitions = w.describe(&kafka).await.0.expect("topic").partitions;
 
-    // Lower: refused with a reason, nothing changed in Kafka.
-    w.patch_spec("events", json!({"partitions": 1})).await;
-    let status = w
-        .wait_status("events", "PartitionDecreaseRefused", |s| {
-            condition_is(s, decide::READY, "False", decide::REASON_PARTITION_DECREASE)
-        })
-        .await;
-    assert!(condition_is(
-        &status,
-        decide::DEGRADED,
-        "True",
-        decide::REASON_PARTITION_DECREASE
-    ));
-    w.wait_event("events", decide::REASON_PARTITION_DECREASE)
-        .await;
+    // Lower than the topic has: refused at the door with the rule's message (the controller's
+    // own check, for objects stored before the rule, is decide.rs's unit test), nothing changed
+    // in Kafka.
+    let refused = w
+        .topics()
+        .patch(
+            "events",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": {"partitions": 1} })),
+        )
+        .await
+        .expect_err("a decrease is refused");
+    let kube::Error::Api(status) = refused else {
+        panic!("not an API error: {refused}");
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(&format!(
+            "spec.partitions: Invalid value: \"object\": {}",
+            vigil_apis::kafka_topic::PARTITIONS_DECREASE_MESSAGE
+        )),
+        "{}",
+        status.message
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     let (topic, config) = w.describe(&kafka).await;
     assert_eq!(topic.expect("topic").partitions, partitions, "unchanged");
     assert_eq!(config_of(&config, "retention.ms").as_deref(), Some("2000"));
 
-    // A replication factor change is refused the same way.
+    // A replication factor set where there was none is checked by the controller: Kafka cannot
+    // change it, which is reported (changing a declared one is refused at the door).
     w.patch_spec(
         "events",
         json!({"partitions": partitions, "replicationFactor": 3}),

@@ -13,7 +13,7 @@ mod kubernetes_cluster_world;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt as _, ResourceExt as _};
 use serde_json::{Value, json};
 use vigil_apis::kubernetes_cluster::Phase;
@@ -206,20 +206,29 @@ async fn upgrades_go_forward_downgrades_and_unknown_addons_are_conditions() {
         Some(("False", reasons::REASON_UP_TO_DATE))
     );
 
-    w.patch_spec("v", json!({"kubeVersion": "1.27"})).await;
+    // A downgrade is refused at the door with the rule's message (the controller's own check,
+    // DowngradeRefused, for objects stored before the rule: decide_tests.rs); the cluster keeps
+    // serving as it was.
     let refused = w
-        .wait_condition(
+        .clusters()
+        .patch(
             "v",
-            reasons::DEGRADED,
-            "True",
-            reasons::REASON_DOWNGRADE_REFUSED,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"kubeVersion": "1.27"}})),
         )
-        .await;
-    assert!(message(&refused, reasons::DEGRADED).contains("1.27"));
-    assert_eq!(
-        phase(&refused),
-        Some(Phase::Ready),
-        "the cluster keeps serving"
+        .await
+        .expect_err("a downgrade is refused");
+    let kube::Error::Api(status) = refused else {
+        panic!("not an API error: {refused}");
+    };
+    assert_eq!(status.code, 422, "{status:?}");
+    assert!(
+        status.message.contains(
+            "spec.kubeVersion: Invalid value: \"string\": kubeVersion 1.27 is older than 1.29: \
+             Kubernetes clusters cannot be downgraded; set it back to 1.29 or later (DowngradeRefused)"
+        ),
+        "{}",
+        status.message
     );
 
     w.patch_spec(

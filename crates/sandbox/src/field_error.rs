@@ -10,6 +10,9 @@ use std::fmt;
 pub enum FieldErrorKind {
     /// `FieldValueInvalid`: the value is of the wrong type or out of bounds.
     Invalid,
+    /// `FieldValueTypeInvalid`: the value is not of the schema's type (printed as "Invalid
+    /// value" too; it is the error that keeps validation rules from running).
+    TypeInvalid,
     /// `FieldValueRequired`: a required field is missing.
     Required,
     /// `FieldValueNotSupported`: the value is not one of the allowed ones.
@@ -29,6 +32,7 @@ impl FieldErrorKind {
     pub fn reason(self) -> &'static str {
         match self {
             Self::Invalid => "FieldValueInvalid",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
             Self::Required => "FieldValueRequired",
             Self::NotSupported => "FieldValueNotSupported",
             Self::Forbidden => "FieldValueForbidden",
@@ -56,6 +60,25 @@ impl FieldError {
             kind: FieldErrorKind::Invalid,
             field: field.into(),
             message: format!("Invalid value: {}: {detail}", render_value(value)),
+        }
+    }
+
+    /// `Invalid value: <value>: <detail>` with the value already printed, for values the
+    /// server prints as Go values rather than JSON (e.g. a CRD's validation rule).
+    pub fn invalid_printed(field: impl Into<String>, printed: &str, detail: &str) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            message: format!("Invalid value: {printed}: {detail}"),
+        }
+    }
+
+    /// `Invalid value: <json value>: <detail>` of `FieldValueTypeInvalid`: a value of the wrong
+    /// type.
+    pub fn type_invalid(field: impl Into<String>, value: &serde_json::Value, detail: &str) -> Self {
+        Self {
+            kind: FieldErrorKind::TypeInvalid,
+            ..Self::invalid(field, value, detail)
         }
     }
 

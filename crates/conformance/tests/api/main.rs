@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cel;
 mod cluster;
 mod crd;
 mod crud;

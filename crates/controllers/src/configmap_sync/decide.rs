@@ -1135,6 +1135,30 @@ mod tests {
         );
     }
 
+    /// The second line behind the CRD's rules (objects stored before them): the source's own
+    /// namespace as a destination and an unusable selector are conditions, not crashes.
+    #[test]
+    fn the_source_as_destination_and_a_bad_selector_are_degraded() {
+        let mut w = world();
+        w.sync.spec.destination_namespaces = vec!["src".into()];
+        let plan = run(&w);
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_INVALID_DESTINATION);
+        assert_eq!(plan.writes.len(), 1, "dst is still written");
+        w.sync.spec.destination_namespaces = Vec::new();
+        w.sync.spec.namespace_selector = Some(LabelSelector {
+            match_expressions: Some(vec![
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement {
+                    key: "env".into(),
+                    operator: "In".into(),
+                    values: None,
+                },
+            ]),
+            ..LabelSelector::default()
+        });
+        let plan = run(&w);
+        assert_eq!(condition(&plan, DEGRADED).1, REASON_INVALID_SELECTOR);
+    }
+
     #[test]
     fn an_oversized_source_is_not_copied() {
         let mut w = world();

@@ -132,6 +132,8 @@ fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
         ));
     }
     let mut names = Vec::new();
+    // Schemas whose validation rules are checked once they are known to be structural.
+    let mut rule_checks: Vec<(usize, &Value)> = Vec::new();
     for (i, v) in versions.iter().enumerate() {
         let name = v.get("name").and_then(Value::as_str).unwrap_or("");
         let field = format!("spec.versions[{i}]");
@@ -148,15 +150,35 @@ fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
         }
         names.push(name);
         match v.pointer("/schema/openAPIV3Schema") {
-            Some(s) => errors.extend(schema::check_structural(
-                s,
-                &format!("{field}.schema.openAPIV3Schema"),
-            )),
+            Some(s) => {
+                let structural =
+                    schema::check_structural(s, &format!("{field}.schema.openAPIV3Schema"));
+                if structural.is_empty() {
+                    rule_checks.push((i, s));
+                }
+                errors.extend(structural);
+            }
             None => errors.push(FieldError::required(
                 format!("{field}.schema.openAPIV3Schema"),
                 "schemas are required",
             )),
         }
+    }
+    // The server validates a schema every version shares once, as `spec.validation`'s (the
+    // internal form it converts such a CRD to), and per version otherwise.
+    let shared = versions.iter().all(|v| {
+        v.pointer("/schema/openAPIV3Schema") == versions[0].pointer("/schema/openAPIV3Schema")
+    });
+    for (i, s) in rule_checks {
+        if shared && i > 0 {
+            break;
+        }
+        let prefix = if shared {
+            "spec.validation.openAPIV3Schema".to_owned()
+        } else {
+            format!("spec.versions[{i}].schema.openAPIV3Schema")
+        };
+        errors.extend(schema::check_rules(s, &prefix));
     }
 }
 

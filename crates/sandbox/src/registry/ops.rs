@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
-use crate::field_error::FieldError;
+use crate::field_error::{FieldError, FieldErrorKind};
 use crate::patch::strategic_merge;
 use crate::patch::{CUSTOM_RESOURCE_PATCH_MEDIA_TYPES, PatchType, apply};
 use crate::registry::builtin;
@@ -215,11 +215,39 @@ fn validate(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldE
     errors.extend(builtin::validate(info, obj, old));
     if let Some(schema) = info.crd.as_ref().and_then(|c| c.schema.as_ref()) {
         errors.extend(schema::validate(schema, obj));
+        if schema::has_rules(schema) {
+            errors.extend(validation_rules(schema, obj, old, &errors));
+        }
     }
     if is_crd_kind(info) {
         errors.extend(crd::validate(obj, old));
     }
     errors
+}
+
+/// A custom resource's CEL validation rules, run as kube-apiserver runs them: only once the
+/// object has no type or enum error, which would make the rules' view of it meaningless.
+fn validation_rules(
+    schema: &Value,
+    obj: &Value,
+    old: Option<&Value>,
+    errors: &[FieldError],
+) -> Vec<FieldError> {
+    let blocking = errors.iter().any(|e| {
+        matches!(
+            e.kind,
+            FieldErrorKind::TypeInvalid | FieldErrorKind::NotSupported
+        )
+    });
+    if blocking {
+        return vec![FieldError::invalid(
+            "<nil>",
+            // Go prints the nil value of this error as the string "null".
+            &Value::from("null"),
+            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+        )];
+    }
+    schema::validate_rules(schema, obj, old)
 }
 
 fn invalid(info: &ResourceInfo, obj: &Value, errors: &[FieldError]) -> ApiError {

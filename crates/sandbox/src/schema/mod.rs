@@ -12,6 +12,7 @@
 //! Schemas and objects are untrusted input: malformed keywords are treated as absent and nothing
 //! here panics.
 
+mod cel;
 mod default;
 mod formats;
 mod go_fmt;
@@ -22,6 +23,7 @@ mod structural;
 mod tests;
 mod validate;
 
+pub use cel::{check_rules, has_rules, validate_rules};
 pub use default::apply_defaults;
 pub use go_fmt::format_go_float;
 pub use prune::prune;

@@ -38,7 +38,7 @@ const SUPPORTED_FORMATS: [&str; 24] = [
 ];
 
 /// One JSONSchemaProps node. Malformed keywords read as absent.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 pub(super) struct Node<'a>(pub(super) &'a Value);
 
 /// `additionalProperties`: absent, a bare boolean, or a schema for every undeclared key.

@@ -336,6 +336,15 @@ fn nested_value_validation(schema: Node, skip_any_of: bool, path: &str, out: &mu
             schema.list_type().is_some(),
             undefined,
         ),
+        // Validation rules inside a junctor are never evaluated, so the server refuses them.
+        (
+            "x-kubernetes-validations",
+            schema
+                .get("x-kubernetes-validations")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|rules| !rules.is_empty()),
+            empty,
+        ),
     ];
     for (key, set, detail) in forbidden {
         if set {

@@ -282,7 +282,7 @@ fn type_mismatch_message_matches_the_server() {
         &object(json!({"replicas": "3"})),
     );
     assert_eq!(errors.len(), 1);
-    assert_eq!(errors[0].kind, FieldErrorKind::Invalid);
+    assert_eq!(errors[0].kind, FieldErrorKind::TypeInvalid);
     assert_eq!(errors[0].field, "spec.replicas");
     assert_eq!(
         errors[0].message,

@@ -61,7 +61,7 @@ impl<'p> Validator<'p> {
             "{path} in body must be of type {expected}: {}",
             go_quote(actual)
         );
-        self.invalid(path, &Value::from(actual), &detail)
+        FieldError::type_invalid(self.field(path), &Value::from(actual), &detail)
     }
 
     /// anyOf/oneOf/allOf/not summaries, which the server reports at the root path with "".
