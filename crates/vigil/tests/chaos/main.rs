@@ -395,7 +395,12 @@ async fn the_whole_operator_converges_after_faults() {
     }
 
     // Clean up with the operators still running: finalizers need them.
+    let cleaning = Instant::now();
     cleanup(&client, &ns, &work, &admin, &foreign_prefix).await;
+    eprintln!(
+        "chaos: objects and topics cleaned up in {:?}",
+        cleaning.elapsed()
+    );
     for r in &mut replicas {
         r.kill();
     }
@@ -432,6 +437,7 @@ async fn the_whole_operator_converges_after_faults() {
         let _ = namespaces.delete(d, &DeleteParams::background()).await;
     }
     env.cleanup().await;
+    eprintln!("chaos: all cleaned up in {:?}", cleaning.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
