@@ -1,11 +1,15 @@
 //! Fault injection: make chosen requests fail or slow down, so controllers can be tested against
 //! the failures real clusters have. Rules match a verb and a resource; each can fail a number of
-//! times, or with a probability, and/or add latency.
+//! times, or with a probability (a 429 or 503 may carry `Retry-After`), and/or add latency; a
+//! rule on watches can also stall them: open watches and new ones stop sending anything (no
+//! events, no bookmarks) without closing, until the rule is cleared — then what was held back
+//! flows on, as after a network stall.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
 use crate::error::ApiError;
 
@@ -31,6 +35,13 @@ pub struct Fault {
     /// Delay added to every matching request, in milliseconds.
     #[serde(default)]
     pub latency_ms: Option<u64>,
+    /// With `code`: the `Retry-After` header (and the Status's `details.retryAfterSeconds`)
+    /// the failure carries, as kube-apiserver's 429s do.
+    #[serde(default)]
+    pub retry_after_seconds: Option<u64>,
+    /// On `watch` (or `*`): matching watches, open or new, send nothing until the rule goes.
+    #[serde(default)]
+    pub stall_watches: bool,
 }
 
 fn any() -> String {
@@ -47,6 +58,26 @@ impl Fault {
             count: Some(count),
             probability: None,
             latency_ms: None,
+            retry_after_seconds: None,
+            stall_watches: false,
+        }
+    }
+
+    /// Fails `verb` on `resource` with 429 TooManyRequests and `Retry-After: retry_after`
+    /// (whole seconds, at least 1), until cleared.
+    pub fn throttled(verb: &str, resource: &str, retry_after: Duration) -> Self {
+        Self {
+            count: None,
+            retry_after_seconds: Some(retry_after.as_secs().max(1)),
+            ..Self::fail(verb, resource, 429, 0)
+        }
+    }
+
+    /// Stalls every watch of `resource` (`*`: all), open or new, until cleared.
+    pub fn stall_watches(resource: &str) -> Self {
+        Self {
+            stall_watches: true,
+            ..Self::slow("watch", resource, Duration::ZERO)
         }
     }
 
@@ -68,6 +99,8 @@ impl Fault {
             count: None,
             probability: None,
             latency_ms: Some(u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)),
+            retry_after_seconds: None,
+            stall_watches: false,
         }
     }
 
@@ -85,18 +118,48 @@ pub struct Decision {
 }
 
 /// The active rules.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Faults {
     rules: Mutex<Vec<Fault>>,
+    /// Bumped whenever the rules change, so stalled watches look again.
+    changed: watch::Sender<u64>,
+}
+
+impl Default for Faults {
+    fn default() -> Self {
+        Self {
+            rules: Mutex::default(),
+            changed: watch::Sender::new(0),
+        }
+    }
 }
 
 impl Faults {
     pub fn add(&self, fault: Fault) {
         self.lock().push(fault);
+        self.changed.send_modify(|n| *n += 1);
     }
 
     pub fn clear(&self) {
         self.lock().clear();
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Whether a rule stalls the watches of `resource`.
+    pub fn watches_stalled(&self, resource: &str) -> bool {
+        self.lock()
+            .iter()
+            .any(|r| r.stall_watches && r.matches("watch", resource))
+    }
+
+    /// Returns once no rule stalls the watches of `resource` (at once when none does).
+    pub async fn wait_while_watches_stalled(&self, resource: &str) {
+        let mut changed = self.changed.subscribe();
+        while self.watches_stalled(resource) {
+            if changed.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     pub fn list(&self) -> Vec<Fault> {
@@ -127,10 +190,14 @@ impl Faults {
             if let Some(n) = rule.count.as_mut() {
                 *n -= 1;
             }
-            decision.error = Some(ApiError::with_code(
+            let mut error = ApiError::with_code(
                 code,
                 format!("injected fault: {verb} {resource} fails with {code}"),
-            ));
+            );
+            if let Some(seconds) = rule.retry_after_seconds {
+                error.details = Some(serde_json::json!({"retryAfterSeconds": seconds}));
+            }
+            decision.error = Some(error);
         }
         rules.retain(|r| r.count != Some(0) || r.latency_ms.is_some());
         decision
@@ -173,5 +240,46 @@ mod tests {
         let parsed: Fault =
             serde_json::from_str(r#"{"verb":"patch","code":409,"count":1}"#).expect("json");
         assert_eq!(parsed.resource, "*");
+    }
+
+    #[test]
+    fn throttling_carries_retry_after() {
+        let faults = Faults::default();
+        faults.add(Fault::throttled("list", "*", Duration::from_millis(1_500)));
+        let error = faults.decide("list", "pods").error.expect("throttled");
+        assert_eq!(error.code, 429);
+        assert_eq!(error.reason, "TooManyRequests");
+        assert_eq!(
+            error.details,
+            Some(serde_json::json!({"retryAfterSeconds": 1}))
+        );
+        assert!(
+            faults.decide("list", "pods").error.is_some(),
+            "until cleared"
+        );
+        assert!(faults.decide("get", "pods").error.is_none());
+    }
+
+    #[tokio::test]
+    async fn stalled_watches_wait_until_the_rule_goes() {
+        let faults = std::sync::Arc::new(Faults::default());
+        faults.add(Fault::stall_watches("configmaps"));
+        assert!(faults.watches_stalled("configmaps"));
+        assert!(!faults.watches_stalled("pods"));
+        faults.wait_while_watches_stalled("pods").await;
+        let d = faults.decide("watch", "configmaps");
+        assert!(d.error.is_none() && d.latency.is_zero(), "the watch starts");
+        assert_eq!(faults.list().len(), 1, "a stall rule stays until cleared");
+        let waiting = tokio::spawn({
+            let faults = faults.clone();
+            async move { faults.wait_while_watches_stalled("configmaps").await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "held while the rule stands");
+        faults.clear();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("released when cleared")
+            .expect("task");
     }
 }

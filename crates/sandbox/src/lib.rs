@@ -184,6 +184,7 @@ impl Sandbox {
             faults: Arc::new(faults::Faults::default()),
             control: control.clone(),
             version: version::document(config.kube_version),
+            requests: std::sync::atomic::AtomicU64::new(0),
         });
         let supervisor = serve::Supervisor {
             addr,
@@ -292,6 +293,12 @@ impl Sandbox {
     /// Changes how many events are retained for watches.
     pub fn set_watch_window(&self, events: usize) {
         self.app.store.write(|s| s.set_window(events));
+    }
+
+    /// How many requests the server has received so far (faulted ones included), for tests
+    /// that bound a client's request rate.
+    pub fn requests_received(&self) -> u64 {
+        self.app.requests.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Adds a fault rule (see [`Fault`]).

@@ -544,7 +544,7 @@ async fn write_plan(
     }
     if cluster.status.as_ref() != Some(&plan.status) {
         match patch_status(ctx, cluster, &plan.status).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(e) if !answered => {
                 tracing::debug!(error = %e, "could not report the provider's outage in status");
             }
@@ -626,6 +626,14 @@ async fn delete_cluster(
                 })
                 .observe(seconds);
         }
+        // The deleted cluster leaves the status before the object goes, so the status vault's
+        // tombstone (the object's last status) names no cluster to restore (see
+        // `decide_deletion`); the finalizer's patch is guarded by the status write's version.
+        let released = if cluster.status.as_ref() != Some(&plan.status) {
+            patch_status(ctx, cluster, &plan.status).await?
+        } else {
+            cluster.clone()
+        };
         publish(ctx, cluster, &plan.events).await;
         let rest: Vec<String> = cluster
             .finalizers()
@@ -633,7 +641,7 @@ async fn delete_cluster(
             .filter(|f| *f != FINALIZER)
             .cloned()
             .collect();
-        set_finalizers(ctx, cluster, rest).await?;
+        set_finalizers(ctx, &released, rest).await?;
         return Ok(Action::await_change());
     }
     let unavailable = matches!(
@@ -642,7 +650,7 @@ async fn delete_cluster(
     );
     if cluster.status.as_ref() != Some(&plan.status) {
         match patch_status(ctx, cluster, &plan.status).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(e) if unavailable => {
                 tracing::debug!(error = %e, "could not report the provider's outage in status");
             }
@@ -737,7 +745,7 @@ async fn patch_status(
     ctx: &Context,
     cluster: &KubernetesCluster,
     status: &KubernetesClusterStatus,
-) -> Result<(), kube::Error> {
+) -> Result<KubernetesCluster, kube::Error> {
     let api: Api<KubernetesCluster> = Api::namespaced(
         ctx.runtime.client().clone(),
         &cluster.namespace().unwrap_or_default(),
@@ -750,6 +758,8 @@ async fn patch_status(
         ("conditions", serde_json::json!(status.conditions)),
         ("rejection", serde_json::json!(status.rejection)),
         ("apiServerURL", serde_json::json!(status.api_server_url)),
+        ("masterVersion", serde_json::json!(status.master_version)),
+        ("clusterID", serde_json::json!(status.cluster_id)),
     ] {
         patch["status"][field] = value;
     }
@@ -758,8 +768,7 @@ async fn patch_status(
         &PatchParams::apply(FIELD_MANAGER),
         &Patch::Merge(&patch),
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]) {

@@ -118,6 +118,14 @@ impl Report {
         )
     }
 
+    /// Marks a condition that still holds as describing the current generation (a pass
+    /// judges the whole object, so what it leaves as is holds for the generation it read).
+    fn refresh(&mut self, type_: &str) {
+        if let Some(c) = self.status.conditions.iter_mut().find(|c| c.type_ == type_) {
+            c.observed_generation = self.generation;
+        }
+    }
+
     fn is_true(&self, type_: &str) -> bool {
         conditions::is_true(&self.status.conditions, type_)
     }
@@ -275,6 +283,9 @@ fn decide_cluster(
 ) -> Plan {
     let settings = inputs.settings;
     let mut report = Report::new(view, inputs.now);
+    // A live object is not being deleted: a `Deleting` condition can only come from the status
+    // the vault restored from an earlier object's tombstone (found by the chaos test).
+    report.status.conditions.retain(|c| c.type_ != DELETING);
 
     // A refusal holds for the generation it was made for: a new spec is worth asking again.
     if report
@@ -510,6 +521,10 @@ fn decide_running(
             ),
             Some((false, REASON_PROVISIONED)),
         );
+    } else {
+        // Provisioned long ago: still so for this generation (an upgrade's, say); found by the
+        // chaos test, whose invariant wants every condition to describe the current generation.
+        report.refresh(PROVISIONING);
     }
     if report.is_true(UPGRADING) {
         if let Some(secs) = report.held_for(UPGRADING) {
@@ -1000,6 +1015,13 @@ fn decide_deletion_pass(
                         .map_or_else(|| "the cluster".to_owned(), |id| format!("cluster {id}"))
                 ),
             ));
+            // The last status names no cluster any more: the status vault keeps it in the
+            // object's tombstone, and an object re-applied under the same name gets it back —
+            // with the id of a deleted cluster it would fail as `ClusterNotFound` instead of
+            // provisioning a new one (found by the chaos test, crates/vigil/tests/chaos).
+            report.status.cluster_id = None;
+            report.status.api_server_url = None;
+            report.status.master_version = None;
             return plan(report, DeletionStep::Release);
         }
         (DeletionTarget::ProviderUnknown, _) => {

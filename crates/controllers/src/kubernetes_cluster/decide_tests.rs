@@ -222,6 +222,45 @@ fn running_cluster_becomes_ready_and_reports_the_provision_duration() {
 }
 
 #[test]
+fn every_condition_of_a_running_cluster_describes_the_current_generation() {
+    // Provisioned at generation 1; the spec changes (generation 2) to what the cluster already
+    // is: the Provisioning condition, untouched since, now holds for generation 2 too.
+    let mut v = view(Some(ready_status()));
+    v.generation = Some(2);
+    let plan = decide_at(&v, Observed::Found(&running()), 500);
+    assert_eq!(plan.status.observed_generation, Some(2));
+    for c in &plan.status.conditions {
+        assert_eq!(c.observed_generation, Some(2), "{}", c.type_);
+    }
+    assert_eq!(
+        condition(&plan.status, PROVISIONING),
+        ("False", REASON_PROVISIONED)
+    );
+}
+
+#[test]
+fn a_status_restored_from_a_deleted_objects_tombstone_loses_its_deleting_condition() {
+    // The vault restores the last status of an object deleted earlier to one re-applied under
+    // its name (generation 1): that object is not being deleted, and names no cluster.
+    let deleted = view(Some(ready_status()));
+    let gone = deletion(
+        &deleted,
+        DeletionTarget::Cluster("c-1".into()),
+        Some(&DeleteAnswer::Gone),
+    );
+    let v = view(Some(gone.status));
+    let plan = decide_at(&v, Observed::Absent, 600);
+    assert!(conditions::find(&plan.status.conditions, DELETING).is_none());
+    assert!(
+        matches!(plan.call, Some(Call::Create(_))),
+        "provisions anew"
+    );
+    for c in &plan.status.conditions {
+        assert_eq!(c.observed_generation, Some(1), "{}", c.type_);
+    }
+}
+
+#[test]
 fn a_settled_cluster_changes_nothing_and_records_nothing() {
     let status = ready_status();
     let v = view(Some(status.clone()));
@@ -687,6 +726,12 @@ fn deletion_deletes_at_the_provider_then_releases() {
     );
     assert_eq!(gone.step, DeletionStep::Release);
     assert!(gone.events.iter().any(|e| e.reason == REASON_DELETED));
+    // The last status (which the status vault keeps in the tombstone, and restores to an
+    // object re-applied under the same name) names no deleted cluster: re-applied, the object
+    // provisions anew instead of failing as ClusterNotFound.
+    assert_eq!(gone.status.cluster_id, None);
+    assert_eq!(gone.status.api_server_url, None);
+    assert_eq!(gone.status.master_version, None);
 
     // A lost create answer left a cluster that the id does not name: found by identity.
     let absent = deletion(&view(None), DeletionTarget::Absent, None);
@@ -714,6 +759,11 @@ fn orphan_and_paused_deletions_make_no_provider_call() {
     let plan = deletion(&v, DeletionTarget::ProviderUnknown, None);
     assert_eq!(plan.step, DeletionStep::Release);
     assert!(plan.events.iter().any(|e| e.reason == REASON_ORPHANED));
+    assert_eq!(
+        plan.status.cluster_id.as_deref(),
+        Some("c-1"),
+        "an orphaned cluster's id stays, for the object re-applied to adopt it"
+    );
 
     let mut v = view(Some(ready_status()));
     v.spec.paused = Some(true);

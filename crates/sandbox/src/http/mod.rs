@@ -56,6 +56,8 @@ pub struct App {
     pub control: tokio::sync::mpsc::Sender<crate::control::Control>,
     /// The `/version` document, built once from the configured Kubernetes version.
     pub version: Value,
+    /// Requests received, answered or not (what a test reads to see a client's request rate).
+    pub requests: std::sync::atomic::AtomicU64,
 }
 
 /// The axum router: everything goes through one handler, since Kubernetes paths are a grammar
@@ -65,6 +67,8 @@ pub fn router(app: Arc<App>) -> axum::Router {
 }
 
 async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    app.requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (parts, body) = req.into_parts();
     if !authorized(&app, &parts.headers) && !public(&parts.method, parts.uri.path(), &parts.headers)
     {
@@ -173,10 +177,22 @@ pub(crate) fn value_response(code: StatusCode, value: &Value) -> Response {
     )
 }
 
-/// A Status body with the error's code.
+/// A Status body with the error's code; one whose details carry `retryAfterSeconds` (a 429 or
+/// 503) also says so in a `Retry-After` header, as kube-apiserver does.
 pub fn error_response(e: &ApiError) -> Response {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    value_response(code, &e.to_status())
+    let mut response = value_response(code, &e.to_status());
+    if let Some(seconds) = e
+        .details
+        .as_ref()
+        .and_then(|d| d.get("retryAfterSeconds"))
+        .and_then(Value::as_u64)
+    {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 fn dispatch(

@@ -87,12 +87,12 @@ async fn run(
                 }
                 (buf.freeze(), state.rv())
             };
-            send(tx, lines).await?;
+            send_held(app, info, tx, lines).await?;
             rv
         }
     };
     if req.initial_events_end {
-        send(tx, bookmark(info, cursor, true)).await?;
+        send_held(app, info, tx, bookmark(info, cursor, true)).await?;
     }
     let mut bookmark_timer = tokio::time::interval(app.bookmark_interval);
     bookmark_timer.tick().await;
@@ -101,14 +101,14 @@ async fn run(
         let batch = next_batch(app, info, filter, req, cursor);
         match batch {
             Err(expired) => {
-                let _ = send(tx, expired).await;
+                let _ = send_held(app, info, tx, expired).await;
                 return Ok(());
             }
             Ok((lines, next)) => {
                 let had_more = next != cursor;
                 cursor = next;
                 if !lines.is_empty() {
-                    send(tx, lines).await?;
+                    send_held(app, info, tx, lines).await?;
                 }
                 if had_more {
                     continue;
@@ -121,7 +121,7 @@ async fn run(
             _ = shutdown.changed() => return Ok(()),
             _ = epoch.changed() => return Ok(()),
             _ = tx.closed() => return Err(Gone),
-            _ = bookmark_timer.tick(), if req.bookmarks => send(tx, bookmark(info, cursor, false)).await?,
+            _ = bookmark_timer.tick(), if req.bookmarks => send_held(app, info, tx, bookmark(info, cursor, false)).await?,
         }
     }
 }
@@ -175,6 +175,23 @@ fn next_batch(
         write_event(&mut buf, kind, info, &e.object, req);
     }
     Ok((buf.freeze(), next))
+}
+
+/// [`send`], held back while a fault stalls this resource's watches (nothing is sent, nothing
+/// closes; a client that gives up is still noticed).
+async fn send_held(
+    app: &App,
+    info: &ResourceInfo,
+    tx: &mpsc::Sender<Bytes>,
+    bytes: Bytes,
+) -> Result<(), Gone> {
+    if app.faults.watches_stalled(&info.resource) {
+        tokio::select! {
+            _ = app.faults.wait_while_watches_stalled(&info.resource) => {}
+            _ = tx.closed() => return Err(Gone),
+        }
+    }
+    send(tx, bytes).await
 }
 
 async fn send(tx: &mpsc::Sender<Bytes>, bytes: Bytes) -> Result<(), Gone> {
