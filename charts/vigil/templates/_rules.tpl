@@ -12,6 +12,7 @@ enabled controllers.
   - create
   - delete
   - list
+  - patch
   - watch
 - apiGroups:
   - ""

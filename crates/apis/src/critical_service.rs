@@ -54,6 +54,14 @@ pub struct CriticalServiceSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 4096))]
     pub maintenance_message: Option<String>,
+    /// Keep a warm standby beside each covered Service: a pod from the same template, started
+    /// ahead of time, Ready, but not selected by the Service. When the Service turns lame (its
+    /// last ready endpoint fails or starts terminating), one write (a label patch adding the
+    /// Service's selector) makes the standby an endpoint, so clients wait for no container start;
+    /// a new standby is then started in its place. Absent or false: the fallback is created when
+    /// the Service turns lame, as in the article.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_standby: Option<bool>,
 }
 
 /// One label a covered Service must carry.
@@ -98,6 +106,9 @@ pub struct CriticalServiceStatus {
     /// Covered Services answered by a fallback pod right now.
     #[serde(default)]
     pub fallback_active: u32,
+    /// Covered Services with a Ready warm standby (`spec.warmStandby`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_ready: Option<u32>,
 }
 
 /// A covered Service and how it is doing.
@@ -113,6 +124,23 @@ pub struct CoveredService {
     /// The fallback pod answering for it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fallback_pod: Option<String>,
+    /// The warm standby waiting to answer for it (`spec.warmStandby`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_pod: Option<String>,
+    /// The standby's state (`spec.warmStandby`; absent otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby: Option<StandbyState>,
+}
+
+/// State of a covered Service's warm standby.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum StandbyState {
+    /// Running and Ready, not selected: promoted in one write when the Service turns lame.
+    Ready,
+    /// Created, not Ready yet (or not yet seen).
+    Starting,
+    /// None can be started (template problem, or its names are taken by pods being deleted).
+    Missing,
 }
 
 /// State of a covered Service.
@@ -186,5 +214,6 @@ spec:
             }]
         );
         assert_eq!(cr.spec.activation_delay_seconds, None);
+        assert_eq!(cr.spec.warm_standby, None);
     }
 }

@@ -11,6 +11,7 @@ mod output;
 
 mod configmap_sync;
 mod critical_service;
+mod critical_service_clients;
 mod critical_service_scale;
 mod deployment;
 mod endpoints;
@@ -48,6 +49,8 @@ pub enum Bench {
     ConfigMapSync(crate::configmap_sync::ConfigMapSyncBench),
     /// CriticalService reaction latency and a force-delete burst, Vigil in its own process.
     CriticalService(crate::critical_service::CriticalServiceBench),
+    /// CriticalService judged by its clients on the real node: failed requests and failure windows, no controller vs Vigil vs Vigil + standby.
+    CriticalServiceClients(crate::critical_service_clients::ClientsBench),
     /// CriticalServices at scale: start to steady state, writes and reconciles at rest, RSS.
     CriticalServiceScale(crate::critical_service_scale::ScaleBench),
     /// Status vault: capture lag, automatic and CLI restore times, bytes per record.
@@ -72,6 +75,7 @@ async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::Endpoints(args) => crate::endpoints::run(args).await,
         Bench::ConfigMapSync(args) => crate::configmap_sync::run(args).await,
         Bench::CriticalService(args) => crate::critical_service::run(args).await,
+        Bench::CriticalServiceClients(args) => crate::critical_service_clients::run(args).await,
         Bench::CriticalServiceScale(args) => crate::critical_service_scale::run(args).await,
         Bench::StatusVault(args) => crate::status_vault::run(args).await,
         Bench::StatusRestore(args) => crate::status_restore::run(args).await,

@@ -25,7 +25,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::oneshot;
 use vigil_apis::CriticalService;
-use vigil_apis::critical_service::{CriticalServiceStatus, ServiceState};
+use vigil_apis::critical_service::{CriticalServiceStatus, ServiceState, StandbyState};
 use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_controllers::permissions;
@@ -1734,9 +1734,9 @@ async fn watched_namespaces_are_all_covered_and_only_they() {
 
 /// The ClusterRole `vigil manifests` generates from the controller's declared permissions is
 /// exactly what its code uses: every request it makes through a whole lifecycle (a fallback
-/// created, reported, retired) is granted, and every granted verb is used but one that only an
-/// Event repeating needs. Requests are recorded on the client side (the sandbox does not enforce
-/// RBAC), so this holds on a real cluster too.
+/// created, reported, retired; a warm standby created, promoted, retired) is granted, and every
+/// granted verb is used but one that only an Event repeating needs. Requests are recorded on
+/// the client side (the sandbox does not enforce RBAC), so this holds on a real cluster too.
 #[tokio::test]
 async fn the_controllers_requests_are_exactly_its_declared_permissions() {
     let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
@@ -1748,15 +1748,298 @@ async fn the_controllers_requests_are_exactly_its_declared_permissions() {
     let cr = unique(&env, "rbac");
     create_template(&env).await;
     create_service(&env, "web", &[("critical", "true")]).await;
-    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
     wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
     ready_pod(&env, "web-0", "web").await;
     wait_healthy(&env, &cr, "web").await;
+    let [first, _] = standby_names("web");
+    let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    wait_promoted(&env, &cr, "web", &standby).await;
     controller.stop().await;
 
     let granted = permissions::granted(controller::PERMISSIONS)
         .map(|(group, resource, verb)| RbacAttributes::new(group, resource, verb));
     log.check_exactly(granted, &["patch events.k8s.io/events"])
         .expect("the ClusterRole is exactly what the code uses");
+    finish(env, &[&cr]).await;
+}
+
+// ---- warm standby (`spec.warmStandby`) ----
+
+/// The names a Service's warm standbys take turns at.
+fn standby_names(service: &str) -> [String; 2] {
+    [
+        format!("{PREFIX}-{service}-standby-a"),
+        format!("{PREFIX}-{service}-standby-b"),
+    ]
+}
+
+/// Creates a CriticalService covering this test's namespace with a warm standby.
+async fn create_cr_with_standby(env: &TestEnv, name: &str, match_labels: &[(&str, &str)]) {
+    let match_labels: Vec<_> = match_labels
+        .iter()
+        .map(|(key, value)| json!({"key": key, "value": value}))
+        .collect();
+    let cr: CriticalService = serde_json::from_value(json!({
+        "apiVersion": "mycrd.com/v1",
+        "kind": "CriticalService",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": env.namespace(),
+            "matchLabels": match_labels,
+            "warmStandby": true,
+        }
+    }))
+    .expect("critical service");
+    crs(env)
+        .create(&PostParams::default(), &cr)
+        .await
+        .expect("create critical service");
+}
+
+/// (state, fallback pod, standby pod, standby state) of a covered Service in the status.
+type StandbyEntry = (
+    ServiceState,
+    Option<String>,
+    Option<String>,
+    Option<StandbyState>,
+);
+
+fn standby_entry(status: &CriticalServiceStatus, service: &str) -> Option<StandbyEntry> {
+    status.services.iter().find(|s| s.name == service).map(|s| {
+        (
+            s.state,
+            s.fallback_pod.clone(),
+            s.standby_pod.clone(),
+            s.standby,
+        )
+    })
+}
+
+/// Waits until `service` is Healthy with a Ready standby `standby` that runs, is Ready, and is
+/// not an endpoint of the Service (nor labelled to be one); returns the standby pod.
+async fn wait_standby_waiting(env: &TestEnv, cr: &str, service: &str, standby: &str) -> Pod {
+    wait_status(
+        env,
+        cr,
+        &format!("{service} Healthy with standby {standby} Ready"),
+        |s| {
+            standby_entry(s, service)
+                == Some((
+                    ServiceState::Healthy,
+                    None,
+                    Some(standby.to_owned()),
+                    Some(StandbyState::Ready),
+                ))
+                && s.standby_ready == Some(1)
+                && is_condition(s, "StandbyReady", "True", "StandbysReady")
+        },
+    )
+    .await;
+    let pod = get_pod(env, standby)
+        .await
+        .expect("get standby")
+        .expect("the standby exists");
+    assert!(is_ready(&pod), "standby Ready: {}", describe(Some(&pod)));
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("app"), None, "not selected by the Service");
+    assert_eq!(
+        labels.get("vigil.dev/fallback-role").map(String::as_str),
+        Some("standby")
+    );
+    let endpoints = slice_ready_pods(env, service).await.expect("slices");
+    assert!(
+        !endpoints.contains(standby),
+        "a waiting standby is no endpoint: {endpoints:?}"
+    );
+    pod
+}
+
+/// Waits until `promoted` (the same pod, by uid) answers for `service`: Ready, selected, a ready
+/// endpoint in the slices, and named as the fallback in the status.
+async fn wait_promoted(env: &TestEnv, cr: &str, service: &str, promoted: &Pod) {
+    let name = promoted.metadata.name.clone().unwrap_or_default();
+    let what = format!("standby {name} to answer for Service {service}");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        let pod = get_pod(env, &name).await?;
+        let endpoints = slice_ready_pods(env, service).await?;
+        match pod {
+            Some(p)
+                if p.metadata.uid == promoted.metadata.uid
+                    && is_ready(&p)
+                    && endpoints.contains(&name) =>
+            {
+                Ok(Some(()))
+            }
+            p => Err(format!(
+                "pod {}, ready endpoints {endpoints:?}",
+                describe(p.as_ref())
+            )),
+        }
+    })
+    .await
+    .expect(&what);
+    wait_status(env, cr, &format!("{service} answered by {name}"), |s| {
+        standby_entry(s, service).is_some_and(|(state, fallback, _, _)| {
+            state == ServiceState::FallbackActive && fallback.as_deref() == Some(name.as_str())
+        })
+    })
+    .await;
+}
+
+/// The PATCH requests on pods a recording client sent.
+fn pod_patches(log: &vigil_testenv::RequestLog) -> Vec<String> {
+    log.requests()
+        .into_iter()
+        .filter(|(method, uri)| method == "PATCH" && uri.contains("/pods/"))
+        .map(|(_, uri)| uri)
+        .collect()
+}
+
+/// The warm standby's lifecycle: created Ready but not selected; promoted by exactly one write
+/// (the same pod, now an endpoint) when the Service turns lame, with an Event; a new standby
+/// started under the other name; the promoted one retired once the Service recovers, the new
+/// standby kept, and nothing created from scratch along the way.
+#[tokio::test]
+async fn a_warm_standby_is_promoted_in_one_write_and_replaced() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let (client, log) = env.recording_client().await.expect("recording client");
+    let _controller =
+        start_controller_with(&env, BTreeSet::from([env.namespace().to_owned()]), client).await;
+    let cr = unique(&env, "standby");
+    let [first, second] = standby_names("web");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
+    let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
+    assert!(pod_patches(&log).is_empty(), "{:?}", pod_patches(&log));
+    let creations = Creations::start(&env).await;
+
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    wait_promoted(&env, &cr, "web", &standby).await;
+    wait_event(&env, &cr, "StandbyPromoted").await;
+    let patches = pod_patches(&log);
+    assert_eq!(patches.len(), 1, "one write promotes: {patches:?}");
+    assert!(patches[0].contains(&first), "{patches:?}");
+    // A new standby under the other name, never a fallback from scratch.
+    wait_status(&env, &cr, "a new standby Ready", |s| {
+        standby_entry(s, "web").is_some_and(|(_, _, pod, state)| {
+            pod.as_deref() == Some(second.as_str()) && state == Some(StandbyState::Ready)
+        })
+    })
+    .await;
+    let created: Vec<String> = creations.seen().into_iter().map(|(_, n)| n).collect();
+    assert_eq!(created, vec![second.clone()]);
+
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_for("the promoted standby to go", SETTLE_TIMEOUT, || async {
+        match get_pod(&env, &first).await? {
+            None => Ok(Some(())),
+            p => Err(describe(p.as_ref())),
+        }
+    })
+    .await
+    .expect("promoted standby retired");
+    wait_standby_waiting(&env, &cr, "web", &second).await;
+    assert_eq!(pod_patches(&log).len(), 1, "no other pod write");
+    finish(env, &[&cr]).await;
+}
+
+/// Acting on termination: the last ready endpoint, deleted but held by a finalizer (still Ready
+/// and listed until the endpoint controllers see the deletion), promotes the standby while it
+/// still exists — not only once it is gone.
+#[tokio::test]
+async fn a_terminating_last_endpoint_promotes_the_standby() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "terminating");
+    let [first, _] = standby_names("web");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
+    let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
+
+    let finalizer = "vigil.dev/test-hold";
+    env.api::<Pod>()
+        .patch(
+            "web-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [finalizer]}})),
+        )
+        .await
+        .expect("hold web-0");
+    env.api::<Pod>()
+        .delete("web-0", &DeleteParams::default())
+        .await
+        .expect("delete web-0");
+    wait_promoted(&env, &cr, "web", &standby).await;
+    let held = get_pod(&env, "web-0").await.expect("get web-0");
+    assert!(
+        held.as_ref()
+            .is_some_and(|p| p.metadata.deletion_timestamp.is_some()),
+        "promoted while web-0 terminates: {}",
+        describe(held.as_ref())
+    );
+    env.api::<Pod>()
+        .patch(
+            "web-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release web-0");
+    finish(env, &[&cr]).await;
+}
+
+/// The standby goes with its Service, comes back with it, and goes with its CriticalService
+/// (owner reference: the garbage collector deletes it).
+#[tokio::test]
+async fn the_standby_goes_with_its_service_and_its_critical_service() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "standby-gone");
+    let [first, _] = standby_names("web");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
+    wait_standby_waiting(&env, &cr, "web", &first).await;
+
+    let no_vigil_pods = |what: &'static str| {
+        let env = &env;
+        async move {
+            wait_for(what, SETTLE_TIMEOUT, || async {
+                match vigils_pods(env).await? {
+                    pods if pods.is_empty() => Ok(Some(())),
+                    pods => Err(format!("{:?}", pods.keys().collect::<Vec<_>>())),
+                }
+            })
+            .await
+            .expect(what);
+        }
+    };
+    env.api::<Service>()
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete the service");
+    no_vigil_pods("the standby to go with its Service").await;
+    wait_status(&env, &cr, "nothing covered", |s| counts(s) == (0, 0, 0)).await;
+
+    create_service(&env, "web", &[("critical", "true")]).await;
+    wait_standby_waiting(&env, &cr, "web", &first).await;
+    crs(&env)
+        .delete(&cr, &DeleteParams::background())
+        .await
+        .expect("delete the CriticalService");
+    no_vigil_pods("the standby to go with its CriticalService").await;
     finish(env, &[&cr]).await;
 }

@@ -31,7 +31,7 @@ use super::fallback::fallback_pod_name;
 use super::lame;
 use super::model::{
     CRITICAL_SERVICE_LABEL, CriticalServiceView, EventNote, Inputs, Plan, PodRef, PodView,
-    SERVICE_LABEL, ServiceView, Settings, SliceView, TemplateKey, TemplateLookup,
+    Promotion, SERVICE_LABEL, ServiceView, Settings, SliceView, TemplateKey, TemplateLookup,
 };
 
 /// Name of the controller in metrics, logs and Events.
@@ -63,11 +63,12 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         resources: &["services", "podtemplates"],
         verbs: &["list", "watch"],
     },
-    // Fallback pods: created and deleted (with a uid precondition), never updated.
+    // Fallback pods: created and deleted (with a uid precondition); warm standbys promoted by a
+    // label patch (with a uid precondition too).
     crate::permissions::Permission {
         group: "",
         resources: &["pods"],
-        verbs: &["list", "watch", "create", "delete"],
+        verbs: &["list", "watch", "create", "delete", "patch"],
     },
     crate::permissions::Permission {
         group: "discovery.k8s.io",
@@ -631,11 +632,18 @@ fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService) -> Observ
     }
 }
 
-/// Writes what the plan asks for, and the status only when it changed. Fallback creates, then
-/// deletes, then Events, each go out [`WRITE_CONCURRENCY`] at a time: a CriticalService covering
-/// many Services that turn lame together gets all their fallbacks in a few round trips, and its
-/// next reconcile is not held up behind one round trip per pod and per Event.
+/// Writes what the plan asks for, and the status only when it changed. Standby promotions (what
+/// clients are waiting for), then fallback creates, then deletes, then Events, each go out
+/// [`WRITE_CONCURRENCY`] at a time: a CriticalService covering many Services that turn lame
+/// together gets all their fallbacks in a few round trips, and its next reconcile is not held up
+/// behind one round trip per pod and per Event.
 async fn apply(cr: &CriticalService, ctx: &Context, plan: Plan) -> Result<Action, Error> {
+    let promotions: Vec<_> = plan
+        .promote
+        .iter()
+        .map(|promotion| promote_standby(ctx, promotion))
+        .collect();
+    bounded(promotions).await?;
     let creates: Vec<_> = plan
         .create
         .iter()
@@ -703,6 +711,30 @@ async fn create_fallback(ctx: &Context, pod: &Pod) -> Result<(), Error> {
         Ok(_) => Ok(()),
         // Already there (a previous pass, or a restart in the middle): the caches catch up.
         Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Promotes a warm standby: one JSON merge patch of its labels. The uid in the patch is a
+/// precondition (the API server refuses a patch whose uid differs with 409), so a pod re-created
+/// under the name by someone else is never relabelled.
+async fn promote_standby(ctx: &Context, promotion: &Promotion) -> Result<(), Error> {
+    let target = &promotion.pod;
+    let pods: Api<Pod> = Api::namespaced(ctx.runtime.client().clone(), &target.namespace);
+    let patch = serde_json::json!({
+        "metadata": {"uid": target.uid, "labels": promotion.labels}
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match pods
+        .patch(&target.name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Gone, or another pod under the name: the next pass decides again from the caches.
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => Ok(()),
         Err(e) => Err(e.into()),
     }
 }

@@ -11,14 +11,17 @@ use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use vigil_apis::critical_service::{
-    CoveredService, CriticalServiceSpec, CriticalServiceStatus, ServiceState,
+    CoveredService, CriticalServiceSpec, CriticalServiceStatus, ServiceState, StandbyState,
 };
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
-use super::fallback::{fallback_pod, fallback_pod_name, template_hash};
+use super::fallback::{
+    fallback_pod, fallback_pod_name, standby_pod, standby_pod_names, template_hash,
+};
 use super::model::{
-    CRITICAL_SERVICE_LABEL, EventNote, Inputs, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNED_VALUE,
-    Plan, PodRef, PodView, SERVICE_LABEL, ServiceView, Settings, TemplateKey, TemplateLookup,
+    CRITICAL_SERVICE_LABEL, EventNote, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, Promotion, ROLE_ACTIVE, ROLE_STANDBY,
+    SERVICE_LABEL, ServiceView, Settings, TemplateKey, TemplateLookup,
 };
 
 /// Condition types and reasons this controller writes.
@@ -27,9 +30,16 @@ pub const DEGRADED: &str = "Degraded";
 pub const REASON_ALL_ANSWERING: &str = "AllServicesAnswering";
 pub const REASON_SERVICES_LAME: &str = "ServicesLame";
 pub const REASON_AS_EXPECTED: &str = "AsExpected";
+/// The condition reporting warm standbys (only with `spec.warmStandby`), and its reasons.
+pub const STANDBY_READY: &str = "StandbyReady";
+pub const REASON_STANDBYS_READY: &str = "StandbysReady";
+pub const REASON_STANDBYS_STARTING: &str = "StandbysStarting";
+pub const REASON_STANDBYS_MISSING: &str = "StandbysMissing";
 /// Event reasons.
 pub const REASON_FALLBACK_CREATED: &str = "FallbackCreated";
 pub const REASON_FALLBACK_DELETED: &str = "FallbackDeleted";
+pub const REASON_STANDBY_CREATED: &str = "StandbyCreated";
+pub const REASON_STANDBY_PROMOTED: &str = "StandbyPromoted";
 
 /// How many items a condition message lists before summarising the rest, so a CriticalService
 /// covering thousands of Services still has a readable (and API-valid) message.
@@ -74,6 +84,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
     }
     Plan {
         status,
+        promote: actions.promote,
         create: actions.create,
         delete: actions.delete,
         events: actions.events,
@@ -84,6 +95,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
 /// The writes and findings gathered while deciding, Service by Service.
 #[derive(Default)]
 struct Actions {
+    promote: Vec<Promotion>,
     create: Vec<Pod>,
     delete: Vec<PodRef>,
     events: Vec<EventNote>,
@@ -195,6 +207,12 @@ struct Observed<'a> {
     ours: Option<&'a PodView>,
     /// A pod Vigil did not create under the fallback name: never touched.
     foreign: Option<&'a PodView>,
+    /// A warm standby of Vigil's promoted to answer for the Service (not terminating).
+    active: Option<&'a PodView>,
+    /// Vigil's warm standbys waiting for the Service (not terminating), Ready ones first.
+    standbys: Vec<&'a PodView>,
+    /// The names standbys take turns at.
+    standby_names: [String; 2],
     health: Health,
 }
 
@@ -208,13 +226,41 @@ fn observe<'a>(inputs: &Inputs<'a>, service: &'a ServiceView) -> Observed<'a> {
     let ours = at_name.filter(|p| is_vigils(p));
     let foreign = at_name.filter(|p| !is_vigils(p));
     let health = health(inputs, service, &fallback_name, foreign.is_some());
+    let standby_names = standby_pod_names(&inputs.settings.pod_name_prefix, &service.name);
+    let slot_pods = || {
+        inputs.pods.iter().filter(|p| {
+            p.namespace == service.namespace
+                && standby_names.contains(&p.name)
+                && is_vigils(p)
+                && p.labels.get(SERVICE_LABEL) == Some(&service.name)
+                && !p.terminating
+        })
+    };
+    let active = slot_pods().find(|p| role(p) == Some(ROLE_ACTIVE));
+    let mut standbys: Vec<&PodView> = slot_pods()
+        .filter(|p| role(p) == Some(ROLE_STANDBY))
+        .collect();
+    standbys.sort_by_key(|p| !p.ready);
     Observed {
         service,
         fallback_name,
         ours,
         foreign,
+        active,
+        standbys,
+        standby_names,
         health,
     }
+}
+
+/// The warm-standby role of one of Vigil's pods, if it is one.
+fn role(pod: &PodView) -> Option<&str> {
+    pod.labels.get(FALLBACK_ROLE_LABEL).map(String::as_str)
+}
+
+/// Whether the CriticalService asks for warm standbys.
+fn warm_standby(inputs: &Inputs<'_>) -> bool {
+    inputs.cr.spec.warm_standby == Some(true)
 }
 
 /// Whether Vigil created the pod: both of its marks are needed, so a pod that only shares a
@@ -286,7 +332,8 @@ fn decide_service(
         .services
         .iter()
         .find(|s| s.namespace == service.namespace && s.name == service.name);
-    let (state, fallback) = if owns(inputs, service) {
+    let owner = owns(inputs, service);
+    let (state, fallback) = if owner {
         match observed.health {
             Health::Healthy => retire(&observed, actions),
             Health::Recovering => keep(&observed),
@@ -295,45 +342,60 @@ fn decide_service(
     } else {
         report_only(&observed)
     };
+    // Only the owner keeps a standby; another CriticalService's standbys are its own business.
+    let standby = (owner && warm_standby(inputs))
+        .then(|| ensure_standby(inputs, &observed, fallback.as_deref(), actions));
     CoveredService {
         namespace: service.namespace.clone(),
         name: service.name.clone(),
         state,
         since: Some(since(before, state, inputs.now)),
-        fallback_pod: fallback.then(|| observed.fallback_name.clone()),
+        fallback_pod: fallback,
+        standby_pod: standby.as_ref().and_then(|(pod, _)| pod.clone()),
+        standby: standby.map(|(_, state)| state),
     }
 }
 
-/// A state and whether a fallback pod of Vigil's stands (or is being created) for the Service.
-type Verdict = (ServiceState, bool);
+/// A state and the fallback pod of Vigil's that stands (or is being created or promoted) for
+/// the Service, if any.
+type Verdict = (ServiceState, Option<String>);
 
-/// Healthy: a real endpoint answers, so Vigil's fallback goes.
+/// The pod answering for the Service: the fallback under its own name, else a promoted standby.
+fn answering(observed: &Observed<'_>) -> Option<String> {
+    match (observed.ours, observed.active) {
+        (Some(_), _) => Some(observed.fallback_name.clone()),
+        (None, Some(active)) => Some(active.name.clone()),
+        (None, None) => None,
+    }
+}
+
+/// Healthy: a real endpoint answers, so Vigil's fallback (or promoted standby) goes.
 fn retire(observed: &Observed<'_>, actions: &mut Actions) -> Verdict {
-    if let Some(pod) = observed.ours {
-        let why = format!(
-            "Service {}/{} has a ready endpoint of its own",
-            observed.service.namespace, observed.service.name
-        );
+    let why = format!(
+        "Service {}/{} has a ready endpoint of its own",
+        observed.service.namespace, observed.service.name
+    );
+    for pod in observed.ours.iter().chain(observed.active.iter()) {
         actions.delete_pod(pod, &why);
     }
-    (ServiceState::Healthy, false)
+    (ServiceState::Healthy, None)
 }
 
 /// Real pods are ready but not yet in the slices: retiring the fallback now could leave the
 /// Service with no endpoint, and creating one is pointless.
 fn keep(observed: &Observed<'_>) -> Verdict {
-    match observed.ours {
-        Some(_) => (ServiceState::FallbackActive, true),
-        None => (ServiceState::Healthy, false),
+    match answering(observed) {
+        Some(pod) => (ServiceState::FallbackActive, Some(pod)),
+        None => (ServiceState::Healthy, None),
     }
 }
 
 /// A Service another CriticalService owns: report what is seen, write nothing.
 fn report_only(observed: &Observed<'_>) -> Verdict {
-    match (observed.ours, observed.health) {
-        (Some(_), _) => (ServiceState::FallbackActive, true),
-        (None, Health::Lame) => (ServiceState::Lame, false),
-        (None, Health::Healthy | Health::Recovering) => (ServiceState::Healthy, false),
+    match (answering(observed), observed.health) {
+        (Some(pod), _) => (ServiceState::FallbackActive, Some(pod)),
+        (None, Health::Lame) => (ServiceState::Lame, None),
+        (None, Health::Healthy | Health::Recovering) => (ServiceState::Healthy, None),
     }
 }
 
@@ -348,26 +410,153 @@ fn answer(
         // The pod answers until it is gone (even while terminating): reporting it keeps the state
         // FallbackActive, so its replacement is not held back by the activation delay again.
         rebuild_if_stale(inputs, observed, pod, actions);
-        return (ServiceState::FallbackActive, true);
+        return (
+            ServiceState::FallbackActive,
+            Some(observed.fallback_name.clone()),
+        );
+    }
+    if let Some(active) = observed.active {
+        // A promoted standby answers until the Service recovers, even if the template changed
+        // since: swapping it would cost the clients the very gap it exists to avoid.
+        return (ServiceState::FallbackActive, Some(active.name.clone()));
     }
     if let Some(remaining) = remaining_delay(inputs, before) {
         actions.requeue(remaining);
-        return (ServiceState::Lame, false);
+        return (ServiceState::Lame, None);
+    }
+    if let (true, Some(standby)) = (warm_standby(inputs), observed.standbys.first()) {
+        // Even a standby still starting beats a pod not created yet.
+        promote(observed, standby, actions);
+        return (ServiceState::FallbackActive, Some(standby.name.clone()));
     }
     if let Some(foreign) = observed.foreign {
         actions.problem(foreign_pod_problem(observed.service, foreign));
-        return (ServiceState::Lame, false);
+        return (ServiceState::Lame, None);
     }
     match usable_template(inputs.template) {
         Ok((key, template)) => {
             create(inputs, observed, key, template, actions);
-            (ServiceState::FallbackActive, true)
+            (
+                ServiceState::FallbackActive,
+                Some(observed.fallback_name.clone()),
+            )
         }
         Err(problem) => {
             actions.problem(problem);
-            (ServiceState::Lame, false)
+            (ServiceState::Lame, None)
         }
     }
+}
+
+/// Makes a warm standby an endpoint of its lame Service: one label patch adds the Service's
+/// selector (and the active role), so the Service selects a pod that is already running.
+fn promote(observed: &Observed<'_>, standby: &PodView, actions: &mut Actions) {
+    let service = observed.service;
+    let mut labels = service.selector.clone();
+    labels.insert(FALLBACK_ROLE_LABEL.into(), ROLE_ACTIVE.into());
+    actions.promote.push(Promotion {
+        pod: PodRef {
+            namespace: standby.namespace.clone(),
+            name: standby.name.clone(),
+            uid: standby.uid.clone(),
+        },
+        labels,
+    });
+    let readiness = if standby.ready {
+        "Ready"
+    } else {
+        "still starting"
+    };
+    actions.events.push(EventNote {
+        warning: false,
+        reason: REASON_STANDBY_PROMOTED.into(),
+        note: format!(
+            "Promoted warm standby {}/{} ({readiness}) to answer for Service {}/{}, which has no ready endpoint of its own",
+            standby.namespace, standby.name, service.namespace, service.name
+        ),
+        pod: Some((standby.namespace.clone(), standby.name.clone())),
+    });
+}
+
+/// Keeps one warm standby for the Service, besides the pod `answering` for it: an out-of-date
+/// standby is replaced, a missing one started under a free standby name. Returns the standby
+/// and its state.
+fn ensure_standby(
+    inputs: &Inputs<'_>,
+    observed: &Observed<'_>,
+    answering: Option<&str>,
+    actions: &mut Actions,
+) -> (Option<String>, StandbyState) {
+    let service = observed.service;
+    let template = usable_template(inputs.template);
+    let wanted = template
+        .as_ref()
+        .ok()
+        .map(|(_, t)| template_hash(t, service, inputs.cr.spec.maintenance_message.as_deref()));
+    let waiting = observed
+        .standbys
+        .iter()
+        .filter(|p| Some(p.name.as_str()) != answering);
+    let (fresh, stale): (Vec<&PodView>, Vec<&PodView>) =
+        waiting.partition(|p| wanted.is_none() || p.template_hash.as_deref() == wanted.as_deref());
+    let why = format!(
+        "it is an out-of-date warm standby for Service {}/{} (template or CriticalService changed) and will be re-created",
+        service.namespace, service.name
+    );
+    for pod in stale {
+        actions.delete_pod(pod, &why);
+    }
+    let why = format!(
+        "Service {}/{} needs one warm standby",
+        service.namespace, service.name
+    );
+    for extra in fresh.iter().skip(1) {
+        actions.delete_pod(extra, &why);
+    }
+    if let Some(standby) = fresh.first() {
+        let state = if standby.ready {
+            StandbyState::Ready
+        } else {
+            StandbyState::Starting
+        };
+        return (Some(standby.name.clone()), state);
+    }
+    let (key, template) = match template {
+        Ok(found) => found,
+        Err(problem) => {
+            actions.problem(problem);
+            return (None, StandbyState::Missing);
+        }
+    };
+    // A name is free once no pod at all holds it: a promoted or out-of-date standby keeps its
+    // name until it is gone.
+    let free = observed.standby_names.iter().find(|name| {
+        !inputs
+            .pods
+            .iter()
+            .any(|p| p.namespace == service.namespace && p.name == **name)
+    });
+    let Some(name) = free else {
+        return (None, StandbyState::Missing);
+    };
+    actions.create.push(standby_pod(
+        inputs.cr,
+        service,
+        template,
+        key,
+        inputs.settings,
+        name,
+    ));
+    actions.events.push(EventNote {
+        warning: false,
+        reason: REASON_STANDBY_CREATED.into(),
+        note: format!(
+            "Created warm standby {}/{name} for Service {}/{}",
+            service.namespace, service.namespace, service.name
+        ),
+        pod: Some((service.namespace.clone(), name.clone())),
+    });
+    (Some(name.clone()), StandbyState::Starting)
 }
 
 /// Deletes Vigil's fallback when it was built from something else than what it would be built
@@ -519,7 +708,9 @@ fn delete_orphans(inputs: &Inputs<'_>, actions: &mut Actions) {
     }
 }
 
-/// Whether the pod is, by name, the fallback of a Service this CriticalService covers.
+/// Whether the pod is, by name, the fallback of a Service this CriticalService covers, or one
+/// of its warm standbys: promoted (it answers until the Service recovers) or waiting (while
+/// this CriticalService asks for standbys and owns the Service).
 fn is_current_fallback(inputs: &Inputs<'_>, pod: &PodView) -> bool {
     pod.labels
         .get(SERVICE_LABEL)
@@ -530,8 +721,17 @@ fn is_current_fallback(inputs: &Inputs<'_>, pod: &PodView) -> bool {
                 .find(|s| s.namespace == pod.namespace && s.name == *name)
         })
         .is_some_and(|service| {
-            covers(&inputs.cr.spec, service, inputs.settings)
-                && fallback_pod_name(&inputs.settings.pod_name_prefix, &service.name) == pod.name
+            let prefix = &inputs.settings.pod_name_prefix;
+            let is_standby_name = standby_pod_names(prefix, &service.name).contains(&pod.name);
+            let current = match role(pod) {
+                _ if fallback_pod_name(prefix, &service.name) == pod.name => true,
+                Some(ROLE_ACTIVE) => is_standby_name,
+                Some(ROLE_STANDBY) => {
+                    is_standby_name && warm_standby(inputs) && owns(inputs, service)
+                }
+                _ => false,
+            };
+            covers(&inputs.cr.spec, service, inputs.settings) && current
         })
 }
 
@@ -568,14 +768,69 @@ fn build_status(
     let now = Time(inputs.now);
     set_ready(&mut conditions, &services, generation, &now);
     set_degraded(&mut conditions, problems, generation, &now);
+    let standby_ready = warm_standby(inputs).then(|| {
+        set_standby_ready(&mut conditions, &services, generation, &now);
+        count_u32(
+            services
+                .iter()
+                .filter(|s| s.standby == Some(StandbyState::Ready))
+                .count(),
+        )
+    });
+    if standby_ready.is_none() {
+        // Standbys switched off: the condition would only be stale.
+        conditions.retain(|c| c.type_ != STANDBY_READY);
+    }
     CriticalServiceStatus {
         observed_generation: generation,
         conditions,
         covered: count_u32(services.len()),
         lame: count(ServiceState::Lame),
         fallback_active: count(ServiceState::FallbackActive),
+        standby_ready,
         services,
     }
+}
+
+/// `StandbyReady` (with `spec.warmStandby` only): every Service this CriticalService keeps a
+/// standby for has a Ready one. Starting ones are the normal state after a promotion; missing
+/// ones (a template problem, names held by pods being deleted) are named.
+fn set_standby_ready(
+    conditions: &mut Vec<Condition>,
+    services: &[CoveredService],
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let with = |state: StandbyState| -> Vec<String> {
+        services
+            .iter()
+            .filter(|s| s.standby == Some(state))
+            .map(|s| format!("{}/{}", s.namespace, s.name))
+            .collect()
+    };
+    let (missing, starting) = (with(StandbyState::Missing), with(StandbyState::Starting));
+    let ready = with(StandbyState::Ready).len();
+    let (status, reason, message) = if !missing.is_empty() {
+        let message = format!("Services without a warm standby: {}", list(&missing, ", "));
+        (Status::False, REASON_STANDBYS_MISSING, message)
+    } else if !starting.is_empty() {
+        let message = format!("Warm standbys starting for: {}", list(&starting, ", "));
+        (Status::False, REASON_STANDBYS_STARTING, message)
+    } else {
+        let message = format!("{ready} warm standbys Ready");
+        (Status::True, REASON_STANDBYS_READY, message)
+    };
+    conditions::set(
+        conditions,
+        &NewCondition {
+            type_: STANDBY_READY,
+            status,
+            reason,
+            message: &message,
+            observed_generation: generation,
+        },
+        now,
+    );
 }
 
 /// `Ready`: every covered Service answers, directly or through a fallback.
@@ -731,6 +986,7 @@ mod tests {
             pod_template: None,
             activation_delay_seconds: None,
             maintenance_message: None,
+            warm_standby: None,
         }
     }
 
@@ -881,6 +1137,11 @@ mod tests {
         /// Writes the plan as the controller would; created pods appear not ready yet.
         fn apply(&mut self, plan: &Plan) {
             self.cr.status = Some(plan.status.clone());
+            for promoted in &plan.promote {
+                if let Some(pod) = self.pods.iter_mut().find(|p| p.uid == promoted.pod.uid) {
+                    pod.labels.extend(promoted.labels.clone());
+                }
+            }
             for gone in &plan.delete {
                 if let Some(pod) = self.pods.iter_mut().find(|p| p.uid == gone.uid) {
                     pod.terminating = true;
@@ -965,6 +1226,7 @@ mod tests {
     }
 
     fn assert_no_writes(plan: &Plan) {
+        assert!(plan.promote.is_empty(), "promote: {:?}", plan.promote);
         assert!(plan.create.is_empty(), "create: {:?}", plan.create);
         assert!(plan.delete.is_empty(), "delete: {:?}", plan.delete);
         assert!(plan.events.is_empty(), "events: {:?}", plan.events);
@@ -1607,6 +1869,8 @@ mod tests {
                 state: ServiceState::Lame,
                 since: Some(Time(at(999_999))),
                 fallback_pod: None,
+                standby_pod: None,
+                standby: None,
             }],
             ..CriticalServiceStatus::default()
         });
@@ -1624,5 +1888,257 @@ mod tests {
         world.settings.pod_name_prefix = String::new();
         world.cr.spec.activation_delay_seconds = None;
         let _ = world.decide();
+    }
+
+    // ---- warm standby ----
+
+    const STANDBY_A: &str = "service-watcher-web-standby-a";
+    const STANDBY_B: &str = "service-watcher-web-standby-b";
+
+    fn with_standby() -> World {
+        let mut world = World::new();
+        world.cr.spec.warm_standby = Some(true);
+        world
+    }
+
+    fn set_ready(world: &mut World, name: &str, ready: bool) {
+        let pod = world
+            .pods
+            .iter_mut()
+            .find(|p| p.name == name)
+            .expect("pod exists");
+        pod.ready = ready;
+    }
+
+    /// A healthy `web` with a Ready standby under its first name.
+    fn healthy_with_ready_standby() -> World {
+        let mut world = with_standby();
+        world.healthy();
+        world.pass();
+        set_ready(&mut world, STANDBY_A, true);
+        world.pass();
+        world
+    }
+
+    #[test]
+    fn a_warm_standby_starts_unselected_beside_a_healthy_service() {
+        let mut world = with_standby();
+        world.healthy();
+        let plan = world.pass();
+        assert_eq!(plan.create.len(), 1, "{:?}", plan.create);
+        let pod = &plan.create[0];
+        assert_eq!(pod.metadata.name.as_deref(), Some(STANDBY_A));
+        let labels = pod.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(labels.get("app"), None, "the Service must not select it");
+        assert_eq!(
+            labels.get(FALLBACK_ROLE_LABEL).map(String::as_str),
+            Some(ROLE_STANDBY)
+        );
+        assert!(is_vigils(&view_of(pod, false)));
+        assert_eq!(reasons(&plan), vec![(false, REASON_STANDBY_CREATED)]);
+        let web = entry(&plan, "web");
+        assert_eq!(web.state, ServiceState::Healthy);
+        assert_eq!(
+            (web.standby_pod.as_deref(), web.standby),
+            (Some(STANDBY_A), Some(StandbyState::Starting))
+        );
+        assert_eq!(plan.status.standby_ready, Some(0));
+        assert_eq!(
+            condition(&plan, STANDBY_READY).reason,
+            REASON_STANDBYS_STARTING
+        );
+
+        set_ready(&mut world, STANDBY_A, true);
+        let plan = world.pass();
+        assert_no_writes(&plan);
+        assert_eq!(entry(&plan, "web").standby, Some(StandbyState::Ready));
+        assert_eq!(plan.status.standby_ready, Some(1));
+        assert_eq!(condition(&plan, STANDBY_READY).status, "True");
+        // At rest: nothing to write, the same status.
+        let again = world.pass();
+        assert_no_writes(&again);
+        assert_eq!(again.status, plan.status);
+    }
+
+    #[test]
+    fn a_lame_service_promotes_its_standby_in_one_write_and_gets_a_new_one() {
+        let mut world = healthy_with_ready_standby();
+        set_ready(&mut world, "web-1", false);
+        let plan = world.pass();
+        assert_eq!(plan.promote.len(), 1, "{:?}", plan.promote);
+        let promotion = &plan.promote[0];
+        assert_eq!(
+            (promotion.pod.name.as_str(), promotion.pod.uid.as_str()),
+            (STANDBY_A, "service-watcher-web-standby-a-uid")
+        );
+        assert_eq!(
+            promotion.labels,
+            labels(&[("app", "web"), (FALLBACK_ROLE_LABEL, ROLE_ACTIVE)])
+        );
+        // No fallback created from scratch: a new standby under the other name instead.
+        let created: Vec<_> = plan
+            .create
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(created, vec![STANDBY_B.to_owned()]);
+        assert_eq!(
+            reasons(&plan),
+            vec![
+                (false, REASON_STANDBY_PROMOTED),
+                (false, REASON_STANDBY_CREATED)
+            ]
+        );
+        let web = entry(&plan, "web");
+        assert_eq!(
+            (
+                web.state,
+                web.fallback_pod.as_deref(),
+                web.standby_pod.as_deref()
+            ),
+            (
+                ServiceState::FallbackActive,
+                Some(STANDBY_A),
+                Some(STANDBY_B)
+            )
+        );
+        // The promoted standby answers; the next pass writes nothing new.
+        set_ready(&mut world, STANDBY_B, true);
+        let plan = world.pass();
+        assert_no_writes(&plan);
+        assert_eq!(entry(&plan, "web").fallback_pod.as_deref(), Some(STANDBY_A));
+
+        // Recovery retires the promoted one by uid and keeps the new standby.
+        set_ready(&mut world, "web-1", true);
+        let plan = world.pass();
+        assert_eq!(
+            plan.delete
+                .iter()
+                .map(|d| d.uid.as_str())
+                .collect::<Vec<_>>(),
+            vec!["service-watcher-web-standby-a-uid"]
+        );
+        let web = entry(&plan, "web");
+        assert_eq!(
+            (web.state, web.standby_pod.as_deref(), web.standby),
+            (
+                ServiceState::Healthy,
+                Some(STANDBY_B),
+                Some(StandbyState::Ready)
+            )
+        );
+
+        // The next outage promotes the other; its name is taken until the old one is gone.
+        set_ready(&mut world, "web-1", false);
+        let plan = world.pass();
+        assert_eq!(plan.promote[0].pod.name, STANDBY_B);
+        assert!(plan.create.is_empty(), "{:?}", plan.create);
+        assert_eq!(entry(&plan, "web").standby, Some(StandbyState::Missing));
+        assert_eq!(
+            condition(&plan, STANDBY_READY).reason,
+            REASON_STANDBYS_MISSING
+        );
+        world.pods.retain(|p| p.name != STANDBY_A);
+        let plan = world.pass();
+        assert_eq!(plan.create[0].metadata.name.as_deref(), Some(STANDBY_A));
+    }
+
+    #[test]
+    fn the_last_endpoint_terminating_promotes_the_standby_at_once() {
+        let mut world = healthy_with_ready_standby();
+        // Deleted, still Ready and still listed as ready in the slices: its server may stop any
+        // moment, so the standby goes in now.
+        world
+            .pods
+            .iter_mut()
+            .find(|p| p.name == "web-1")
+            .expect("pod")
+            .terminating = true;
+        let plan = world.pass();
+        assert_eq!(plan.promote.len(), 1, "{:?}", plan.promote);
+        assert_eq!(entry(&plan, "web").state, ServiceState::FallbackActive);
+    }
+
+    #[test]
+    fn a_lame_service_without_a_standby_gets_the_fallback_and_a_standby() {
+        let mut world = with_standby();
+        let plan = world.pass();
+        let mut created: Vec<_> = plan
+            .create
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect();
+        created.sort();
+        assert_eq!(created, vec![FALLBACK.to_owned(), STANDBY_A.to_owned()]);
+        assert!(plan.promote.is_empty());
+        let web = entry(&plan, "web");
+        assert_eq!(web.fallback_pod.as_deref(), Some(FALLBACK));
+    }
+
+    #[test]
+    fn the_activation_delay_holds_back_the_promotion_too() {
+        let mut world = healthy_with_ready_standby();
+        world.cr.spec.activation_delay_seconds = Some(5);
+        set_ready(&mut world, "web-1", false);
+        let plan = world.pass();
+        assert!(plan.promote.is_empty());
+        assert!(plan.requeue_after.is_some());
+        world.now = at(1_010);
+        let plan = world.pass();
+        assert_eq!(plan.promote.len(), 1);
+    }
+
+    #[test]
+    fn an_out_of_date_standby_is_replaced() {
+        let mut world = healthy_with_ready_standby();
+        world.cr.spec.maintenance_message = Some("back soon".into());
+        let plan = world.pass();
+        assert_eq!(
+            plan.delete
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            vec![STANDBY_A]
+        );
+        // Its name is held until it is gone; the other one is free.
+        assert_eq!(plan.create[0].metadata.name.as_deref(), Some(STANDBY_B));
+    }
+
+    #[test]
+    fn switching_standbys_off_deletes_the_waiting_one_only() {
+        let mut world = healthy_with_ready_standby();
+        set_ready(&mut world, "web-1", false);
+        world.pass();
+        set_ready(&mut world, STANDBY_B, true);
+        world.cr.spec.warm_standby = None;
+        let plan = world.pass();
+        // The promoted one keeps answering; the waiting one goes; the condition too.
+        assert_eq!(
+            plan.delete
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            vec![STANDBY_B]
+        );
+        let web = entry(&plan, "web");
+        assert_eq!(
+            (web.fallback_pod.as_deref(), web.standby_pod.as_deref()),
+            (Some(STANDBY_A), None)
+        );
+        assert!(conditions::find(&plan.status.conditions, STANDBY_READY).is_none());
+        assert_eq!(plan.status.standby_ready, None);
+        assert!(plan.create.is_empty());
+    }
+
+    #[test]
+    fn only_the_owner_keeps_a_standby() {
+        let mut world = with_standby();
+        world.healthy();
+        let mut other = cr("aaa-first");
+        other.spec.warm_standby = Some(true);
+        world.others = vec![other];
+        let plan = world.pass();
+        assert!(plan.create.is_empty(), "{:?}", plan.create);
+        assert_eq!(entry(&plan, "web").standby, None);
     }
 }

@@ -12,9 +12,9 @@ use kube::Resource as _;
 use vigil_apis::critical_service::CriticalService;
 
 use super::model::{
-    CRITICAL_SERVICE_LABEL, CriticalServiceView, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-    OWNED_ANNOTATION, OWNED_VALUE, SERVICE_LABEL, ServicePortView, ServiceView, Settings,
-    TEMPLATE_HASH_ANNOTATION, TemplateKey,
+    CRITICAL_SERVICE_LABEL, CriticalServiceView, FALLBACK_ROLE_LABEL, MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE, OWNED_ANNOTATION, OWNED_VALUE, ROLE_STANDBY, SERVICE_LABEL, ServicePortView,
+    ServiceView, Settings, TEMPLATE_HASH_ANNOTATION, TemplateKey,
 };
 
 /// Annotation naming the PodTemplate (`namespace/name`) a fallback pod was built from, so an
@@ -52,6 +52,39 @@ pub fn fallback_pod_name(prefix: &str, service: &str) -> String {
     } else {
         format!("{kept}-{suffix}")
     }
+}
+
+/// The two names a Service's warm standbys take turns at: a new standby is started under one
+/// while the other, promoted, still answers (or is still being deleted).
+pub fn standby_pod_names(prefix: &str, service: &str) -> [String; 2] {
+    ["a", "b"].map(|slot| fallback_pod_name(prefix, &format!("{service}-standby-{slot}")))
+}
+
+/// A warm standby for `service` under `name`: the fallback pod, minus every label of the
+/// Service's selector (so the Service does not select it until it is promoted), plus the
+/// standby role.
+pub fn standby_pod(
+    cr: &CriticalServiceView,
+    service: &ServiceView,
+    template: &PodTemplateSpec,
+    template_key: &TemplateKey,
+    settings: &Settings,
+    name: &str,
+) -> Pod {
+    let mut pod = fallback_pod(cr, service, template, template_key, settings);
+    pod.metadata.name = Some(name.to_owned());
+    let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
+    // Vigil's own marks stay whatever the selector says: without them the pod is not Vigil's.
+    let marks = [MANAGED_BY_LABEL, CRITICAL_SERVICE_LABEL, SERVICE_LABEL];
+    for key in service
+        .selector
+        .keys()
+        .filter(|k| !marks.contains(&k.as_str()))
+    {
+        labels.remove(key);
+    }
+    labels.insert(FALLBACK_ROLE_LABEL.into(), ROLE_STANDBY.into());
+    pod
 }
 
 /// A stable hex hash of everything the fallback pod is built from besides names: the template
@@ -372,6 +405,7 @@ mod tests {
                 pod_template: None,
                 activation_delay_seconds: None,
                 maintenance_message: message.map(str::to_owned),
+                warm_standby: None,
             },
             status: None,
         }

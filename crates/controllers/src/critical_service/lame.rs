@@ -107,6 +107,7 @@ mod tests {
                 pod_template: None,
                 activation_delay_seconds: None,
                 maintenance_message: None,
+                warm_standby: None,
             },
             status: None,
         };

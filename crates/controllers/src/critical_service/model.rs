@@ -20,6 +20,11 @@ pub const OWNED_ANNOTATION: &str = "service-watcher";
 pub const OWNED_VALUE: &str = "owned";
 /// Hash of what the fallback pod was built from; a different hash means "rebuild it".
 pub const TEMPLATE_HASH_ANNOTATION: &str = "vigil.dev/template-hash";
+/// Label on a warm standby pod (`spec.warmStandby`): [`ROLE_STANDBY`] while it waits, unselected,
+/// and [`ROLE_ACTIVE`] once promoted to answer for its Service.
+pub const FALLBACK_ROLE_LABEL: &str = "vigil.dev/fallback-role";
+pub const ROLE_STANDBY: &str = "standby";
+pub const ROLE_ACTIVE: &str = "active";
 
 /// Operator settings the decision needs (from flags and the article's environment variables).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,11 +155,22 @@ pub struct PodRef {
     pub uid: String,
 }
 
+/// A warm standby to promote: one merge patch adding `labels` (the Service's selector and the
+/// active role) to the pod that must still have `pod.uid`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Promotion {
+    pub pod: PodRef,
+    pub labels: BTreeMap<String, String>,
+}
+
 /// What to do for one CriticalService.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// The full status to write (written only if it differs from the current one).
     pub status: CriticalServiceStatus,
+    /// Warm standbys to make endpoints of their lame Services (written first: they are what
+    /// clients are waiting for).
+    pub promote: Vec<Promotion>,
     /// Fallback pods to create.
     pub create: Vec<Pod>,
     /// Fallback pods to delete.

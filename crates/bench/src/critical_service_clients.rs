@@ -1,0 +1,1005 @@
+//! `vigil-bench critical-service-clients`: CriticalService judged by what its clients see, on the
+//! real node of `../shared/kube/node-up.sh` (run under its exports). A client on the host probes
+//! a covered Service's ClusterIP every 10 ms (new connection each time, short timeout) while the
+//! Service's last pod goes, side by side with no controller, with Vigil (`vigil run` as a host
+//! process on the node's admin kubeconfig), and with Vigil keeping a warm standby:
+//!
+//! - (a) the last pod deleted, its server exiting on SIGTERM (`EXIT_ON_TERM=1`);
+//! - (b) the last pod's container killed with SIGKILL through containerd (what an OOM kill does:
+//!   the pod stays, the kubelet finds out and restarts the container);
+//! - (c) a real pod arriving while the fallback answers, until the fallback is gone;
+//! - (d) the last pod deleted while it keeps serving through its grace period.
+//!
+//! The real pods come from a one-replica Deployment (so a replacement is created at once, as in
+//! production); the fallback's PodTemplate runs the node's web image too, which serves
+//! `pod=<name>`: every answer says which pod gave it. Per run it prints the failed requests and
+//! the failure window (first failed request to the next answer), and where the time went: the
+//! trigger → the API showing it → the fallback created (or the standby promoted) → scheduled →
+//! running → Ready → a ready endpoint in the EndpointSlice → its first answer, from watch events
+//! stamped on arrival and the probe; and kube-proxy's syncs and network-programming latency from
+//! its metrics. Figures only; `--verify` (for the node scenario tests) fails on wrong outcomes
+//! — a run that never settled, a fallback that never answered (and with `--verify-lossless` a
+//! request lost in (c) or (d)) — never on durations.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Pod, PodTemplate, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, CustomResourceExt as _, ResourceExt as _};
+use serde_json::json;
+use vigil_apis::CriticalService;
+
+use crate::support::client::ok_if_exists;
+use crate::support::duration::parse_duration;
+use crate::support::node::{Node, ProxyCounters};
+use crate::support::probe::{Outcome, Prober, Sample, failures, probe_once};
+use crate::support::real_plane::client_from;
+use crate::support::record::{PodSeen, Recorder};
+use crate::support::stats::percentile;
+use crate::support::vigil::{Vigil, spawn_vigil};
+
+#[derive(Debug, clap::Args)]
+pub struct ClientsBench {
+    /// Runs of each case in each mode (medians are over these).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Modes, comma-separated: `none` (no controller), `vigil`, `standby` (Vigil with
+    /// `warmStandby: true`).
+    #[arg(long, value_delimiter = ',', default_value = "none,vigil,standby")]
+    modes: Vec<String>,
+    /// Cases, comma-separated: a, b, c, d (see the module documentation).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    cases: Vec<String>,
+    /// Time between two requests of the probe.
+    #[arg(long, default_value = "10ms", value_parser = parse_duration)]
+    interval: Duration,
+    /// How long one request may take.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    timeout: Duration,
+    /// Fail unless the outcomes hold: with Vigil the fallback answered the Service's traffic
+    /// (in (c) before the real pod came; with the standby in every case), and no request was
+    /// lost in (c) and (d) with Vigil. Durations are never checked.
+    #[arg(long)]
+    verify: bool,
+    /// With `--verify`, also fail when a request was lost in (c) or (d) with Vigil (the issue's
+    /// target; not met on every run yet: see docs/critical-service.md).
+    #[arg(long)]
+    verify_lossless: bool,
+}
+
+/// `vigil run`'s default fallback pod name prefix: the answers of Vigil's pods start with it.
+const PREFIX: &str = "service-watcher";
+const SERVICE: &str = "web";
+const DEPLOYMENT: &str = "real";
+const TEMPLATE: &str = "clients-fallback";
+const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+const ROLE_LABEL: &str = "vigil.dev/fallback-role";
+/// The real pods' and the fallback's web server port, and readiness probe period (the
+/// shortest the kubelet allows).
+const PORT: i32 = 8080;
+/// Quiet time before each run, so kube-proxy's rate limiter (burst 2 per `minSyncPeriod`) is
+/// full, as it is when an outage comes out of the blue.
+const QUIET: Duration = Duration::from_millis(1500);
+/// A run ends this long after its last failed request, once everything has settled.
+const SETTLED_FOR: Duration = Duration::from_secs(1);
+/// No run lasts longer (an outcome that never comes is reported, not waited for).
+const RUN_CAP: Duration = Duration::from_secs(25);
+const STEADY_TIMEOUT: Duration = Duration::from_secs(90);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    None,
+    Vigil,
+    Standby,
+}
+
+impl Mode {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        Ok(match text {
+            "none" => Self::None,
+            "vigil" => Self::Vigil,
+            "standby" => Self::Standby,
+            _ => anyhow::bail!("unknown mode {text:?}: none, vigil or standby"),
+        })
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Vigil => "vigil",
+            Self::Standby => "standby",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::None => "no controller",
+            Self::Vigil => "Vigil",
+            Self::Standby => "Vigil + standby",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Case {
+    Deleted,
+    Killed,
+    Arriving,
+    Graceful,
+}
+
+impl Case {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        Ok(match text {
+            "a" => Self::Deleted,
+            "b" => Self::Killed,
+            "c" => Self::Arriving,
+            "d" => Self::Graceful,
+            _ => anyhow::bail!("unknown case {text:?}: a, b, c or d"),
+        })
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Self::Deleted => "(a) last pod deleted, server exits on SIGTERM",
+            Self::Killed => "(b) last pod's container SIGKILLed (crash, OOM kill)",
+            Self::Arriving => "(c) real pod arrives while the fallback answers",
+            Self::Graceful => "(d) last pod deleted, serves through its grace period",
+        }
+    }
+
+    /// Whether the real pods' server exits on SIGTERM (else it serves until its grace period
+    /// ends, as the web image does by default).
+    fn exits_on_term(self) -> bool {
+        self != Self::Graceful
+    }
+
+    fn lossless_target(self) -> bool {
+        matches!(self, Self::Arriving | Self::Graceful)
+    }
+}
+
+/// One mode's namespace, Service and CriticalService.
+struct Stage {
+    mode: Mode,
+    namespace: String,
+    critical_service: Option<String>,
+    cluster_ip: SocketAddr,
+}
+
+/// What one run measured.
+#[derive(Debug, Clone, Default)]
+struct RunResult {
+    failed: usize,
+    window: Duration,
+    requests: usize,
+    /// A pod of Vigil's answered the probe during the run (or, in (c), before the real pod came).
+    fallback_answered: bool,
+    /// Milestones after the trigger.
+    timeline: BTreeMap<&'static str, Duration>,
+    proxy: ProxyCounters,
+    /// Something that did not happen as it should, for the report.
+    note: Option<String>,
+}
+
+pub async fn run(args: ClientsBench) -> anyhow::Result<()> {
+    let node = Node::from_env()?;
+    let modes = args
+        .modes
+        .iter()
+        .map(|m| Mode::parse(m))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cases = args
+        .cases
+        .iter()
+        .map(|c| Case::parse(c))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    anyhow::ensure!(
+        args.runs > 0 && !modes.is_empty(),
+        "need --runs > 0 and a mode"
+    );
+    let client = client_from(&node.kubeconfig).await?;
+    eprintln!(
+        "vigil-bench: on node {} ({})",
+        node.name,
+        node.kubeconfig.display()
+    );
+    let started = Instant::now();
+    install_crd(&client).await?;
+    let tag = std::process::id();
+    let mut stages = Vec::new();
+    for mode in &modes {
+        stages.push(Stage::create(&client, &node, *mode, tag).await?);
+    }
+    let watched: Vec<&str> = stages
+        .iter()
+        .filter(|s| s.mode != Mode::None)
+        .map(|s| s.namespace.as_str())
+        .collect();
+    let vigil = if watched.is_empty() {
+        None
+    } else {
+        let namespaces = watched.join(",");
+        Some(
+            spawn_vigil(
+                &node.kubeconfig,
+                &[
+                    "--controllers",
+                    "criticalservice",
+                    "--namespaces",
+                    &namespaces,
+                    "--pod-template-ns",
+                    watched[0],
+                ],
+            )
+            .await?,
+        )
+    };
+    let outcome = measure(&client, &node, &args, &stages, &cases).await;
+    report_vigil(vigil);
+    for stage in &stages {
+        stage.delete(&client).await;
+    }
+    let results = outcome?;
+    print_report(&args, &stages, &cases, &results, started.elapsed());
+    if args.verify {
+        verify(&stages, &cases, &results, args.verify_lossless)?;
+    }
+    Ok(())
+}
+
+fn report_vigil(vigil: Option<Vigil>) {
+    if let Some(mut vigil) = vigil {
+        say!("vigil run: {}{}", vigil.log_summary(), vigil.exited_note());
+    }
+}
+
+type Results = BTreeMap<(usize, usize), Vec<RunResult>>;
+
+/// Every case, in every mode, `runs` times, modes interleaved so they share the machine's mood.
+async fn measure(
+    client: &Client,
+    node: &Node,
+    args: &ClientsBench,
+    stages: &[Stage],
+    cases: &[Case],
+) -> anyhow::Result<Results> {
+    let mut results: Results = BTreeMap::new();
+    for (c, case) in cases.iter().enumerate() {
+        for stage in stages {
+            apply_deployment(client, node, stage, *case).await?;
+        }
+        for run in 0..args.runs {
+            for (s, stage) in stages.iter().enumerate() {
+                let result = run_once(client, node, args, stage, *case)
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "{} with {}, run {}",
+                            case.title(),
+                            stage.mode.title(),
+                            run + 1
+                        )
+                    })?;
+                eprintln!(
+                    "vigil-bench: {} | {} | run {}: {} failed, window {} ms{}",
+                    case.title(),
+                    stage.mode.title(),
+                    run + 1,
+                    result.failed,
+                    result.window.as_millis(),
+                    result
+                        .note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                );
+                results.entry((c, s)).or_default().push(result);
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// The CRD as Vigil generates it (server-side apply: an older copy gains the new fields).
+async fn install_crd(client: &Client) -> anyhow::Result<()> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = CriticalService::crd();
+    let name = crd.name_any();
+    crds.patch(
+        &name,
+        &PatchParams::apply("vigil-bench").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .context("applying the CriticalService CRD")?;
+    wait_until("the CriticalService CRD to be Established", || async {
+        let crd = crds.get(&name).await?;
+        Ok(crd
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True")
+            .then_some(()))
+    })
+    .await
+}
+
+impl Stage {
+    /// A namespace with the fallback's PodTemplate and the covered Service, and (with Vigil)
+    /// the CriticalService covering it.
+    async fn create(client: &Client, node: &Node, mode: Mode, tag: u32) -> anyhow::Result<Self> {
+        let namespace = format!("clients-{}-{tag}", mode.key());
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        ok_if_exists(
+            namespaces
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
+                )
+                .await,
+        )?;
+        let template: PodTemplate = serde_json::from_value(json!({
+            "metadata": {"name": TEMPLATE},
+            "template": {
+                "metadata": {"labels": {"role": "fallback"}},
+                "spec": pod_spec(node, false, 2),
+            }
+        }))?;
+        ok_if_exists(
+            Api::<PodTemplate>::namespaced(client.clone(), &namespace)
+                .create(&PostParams::default(), &template)
+                .await,
+        )?;
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": SERVICE, "labels": {"critical": "true"}},
+            "spec": {"selector": {"app": SERVICE}, "ports": [{"port": 80, "targetPort": PORT}]}
+        }))?;
+        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+        ok_if_exists(services.create(&PostParams::default(), &service).await)?;
+        let ip = services
+            .get(SERVICE)
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context("the Service has no ClusterIP")?;
+        let cluster_ip: SocketAddr = format!("{ip}:80").parse().context("ClusterIP")?;
+        let critical_service = if mode == Mode::None {
+            None
+        } else {
+            let name = namespace.clone();
+            let cr: CriticalService = serde_json::from_value(json!({
+                "apiVersion": "mycrd.com/v1",
+                "kind": "CriticalService",
+                "metadata": {"name": name},
+                "spec": {
+                    "namespace": namespace,
+                    "matchLabels": [{"key": "critical", "value": "true"}],
+                    "podTemplate": {"name": TEMPLATE, "namespace": namespace},
+                    "warmStandby": (mode == Mode::Standby).then_some(true),
+                }
+            }))?;
+            ok_if_exists(
+                Api::<CriticalService>::all(client.clone())
+                    .create(&PostParams::default(), &cr)
+                    .await,
+            )?;
+            Some(name)
+        };
+        Ok(Self {
+            mode,
+            namespace,
+            critical_service,
+            cluster_ip,
+        })
+    }
+
+    async fn delete(&self, client: &Client) {
+        if let Some(name) = &self.critical_service {
+            let _ = Api::<CriticalService>::all(client.clone())
+                .delete(name, &DeleteParams::background())
+                .await;
+        }
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&self.namespace, &DeleteParams::background())
+            .await;
+    }
+
+    fn pods(&self, client: &Client) -> Api<Pod> {
+        Api::namespaced(client.clone(), &self.namespace)
+    }
+}
+
+/// The web image's pod: `POD_NAME` and `POD_IP` from the downward API (so answers name their
+/// pod), readiness on `/healthz` every second, and either exit at once on SIGTERM or serve
+/// through the grace period.
+fn pod_spec(node: &Node, exit_on_term: bool, grace_seconds: i64) -> serde_json::Value {
+    let mut env = vec![
+        json!({"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+        json!({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}),
+    ];
+    if exit_on_term {
+        env.push(json!({"name": "EXIT_ON_TERM", "value": "1"}));
+    }
+    json!({
+        "terminationGracePeriodSeconds": grace_seconds,
+        "containers": [{
+            "name": "web",
+            "image": node.image_web,
+            "imagePullPolicy": "Never",
+            "ports": [{"containerPort": PORT}],
+            "env": env,
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": PORT}, "periodSeconds": 1},
+        }]
+    })
+}
+
+/// The real pods of a case: one replica, its server exiting on SIGTERM or not.
+async fn apply_deployment(
+    client: &Client,
+    node: &Node,
+    stage: &Stage,
+    case: Case,
+) -> anyhow::Result<()> {
+    let deployment: Deployment = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": SERVICE}},
+            "template": {
+                "metadata": {"labels": {"app": SERVICE}},
+                "spec": pod_spec(node, case.exits_on_term(), 3),
+            }
+        }
+    }))?;
+    Api::<Deployment>::namespaced(client.clone(), &stage.namespace)
+        .patch(
+            DEPLOYMENT,
+            &PatchParams::apply("vigil-bench").force(),
+            &Patch::Apply(&deployment),
+        )
+        .await
+        .context("applying the Deployment")?;
+    Ok(())
+}
+
+async fn scale(client: &Client, stage: &Stage, replicas: i32) -> anyhow::Result<()> {
+    Api::<Deployment>::namespaced(client.clone(), &stage.namespace)
+        .patch(
+            DEPLOYMENT,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": replicas}})),
+        )
+        .await?;
+    Ok(())
+}
+
+fn is_vigils(pod: &Pod) -> bool {
+    pod.labels().get(MANAGED_BY).map(String::as_str) == Some("vigil")
+}
+
+fn is_waiting_standby(pod: &Pod) -> bool {
+    pod.labels().get(ROLE_LABEL).map(String::as_str) == Some("standby")
+        && pod.metadata.deletion_timestamp.is_none()
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn restarts(pod: &Pod) -> i32 {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum())
+}
+
+fn is_fallback(answer: &str) -> bool {
+    answer.starts_with(PREFIX)
+}
+
+/// Waits until the stage is at rest: one real pod, Ready, never restarted, answering through
+/// the ClusterIP; no pod of Vigil's but a waiting standby (Ready, in standby mode). Returns the
+/// real pod.
+async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> anyhow::Result<Pod> {
+    let pods = stage.pods(client);
+    let mut replaced = String::new();
+    let deadline = Instant::now() + STEADY_TIMEOUT;
+    loop {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let (vigils, real): (Vec<&Pod>, Vec<&Pod>) = list.iter().partition(|p| is_vigils(p));
+        let standby_ok = match stage.mode {
+            Mode::Standby => {
+                vigils.len() == 1 && is_waiting_standby(vigils[0]) && is_ready(vigils[0])
+            }
+            Mode::None | Mode::Vigil => vigils.is_empty(),
+        };
+        if let [pod] = real.as_slice() {
+            // A restarted container would start its next crash in the kubelet's back-off: a
+            // fresh pod keeps (b)'s runs alike.
+            if restarts(pod) > 0 && pod.metadata.deletion_timestamp.is_none() {
+                let name = pod.name_any();
+                if replaced != name {
+                    pods.delete(&name, &DeleteParams::default()).await?;
+                    replaced = name;
+                }
+            } else if is_ready(pod) && pod.metadata.deletion_timestamp.is_none() && standby_ok {
+                let name = pod.name_any();
+                let mut answered = 0;
+                for _ in 0..3 {
+                    if probe_once(stage.cluster_ip, args.timeout).await.pod() == Some(&name) {
+                        answered += 1;
+                    }
+                }
+                if answered == 3 {
+                    return Ok((*pod).clone());
+                }
+            }
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{}: not at rest after {} s (real pods {:?}, Vigil's {:?})",
+            stage.namespace,
+            STEADY_TIMEOUT.as_secs(),
+            real.iter().map(|p| p.name_any()).collect::<Vec<_>>(),
+            vigils.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// For (c): the real pods gone and, with Vigil, the fallback answering the probe.
+async fn wait_fallback_serving(
+    client: &Client,
+    args: &ClientsBench,
+    stage: &Stage,
+) -> anyhow::Result<()> {
+    scale(client, stage, 0).await?;
+    let pods = stage.pods(client);
+    let deadline = Instant::now() + STEADY_TIMEOUT;
+    loop {
+        let list = pods.list(&ListParams::default()).await?.items;
+        let real_left = list.iter().any(|p| !is_vigils(p));
+        let serving = match stage.mode {
+            Mode::None => true,
+            Mode::Vigil | Mode::Standby => {
+                let mut answered = 0;
+                for _ in 0..3 {
+                    if probe_once(stage.cluster_ip, args.timeout)
+                        .await
+                        .pod()
+                        .is_some_and(is_fallback)
+                    {
+                        answered += 1;
+                    }
+                }
+                answered == 3
+            }
+        };
+        if !real_left && serving {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{}: the fallback did not take over",
+            stage.namespace
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One run of a case in a stage.
+async fn run_once(
+    client: &Client,
+    node: &Node,
+    args: &ClientsBench,
+    stage: &Stage,
+    case: Case,
+) -> anyhow::Result<RunResult> {
+    let old = wait_steady(client, args, stage).await?;
+    let mut before_answers = Vec::new();
+    if case == Case::Arriving {
+        let pre = Prober::start(stage.cluster_ip, args.interval, args.timeout);
+        wait_fallback_serving(client, args, stage).await?;
+        tokio::time::sleep(QUIET).await;
+        before_answers = pre.stop().await;
+    } else {
+        tokio::time::sleep(QUIET).await;
+    }
+    let recorder = Recorder::start(client, &stage.namespace).await;
+    let proxy_before = node.proxy_counters().await;
+    let prober = Prober::start(stage.cluster_ip, args.interval, args.timeout);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let pods = stage.pods(client);
+    let old_name = old.name_any();
+    let old_uid = old.uid().unwrap_or_default();
+    let t0 = Instant::now();
+    match case {
+        Case::Deleted | Case::Graceful => {
+            pods.delete(&old_name, &DeleteParams::default()).await?;
+        }
+        Case::Killed => {
+            let id = old
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.container_id.clone())
+                .context("the real pod has no container id")?;
+            node.kill_container(&id).await?;
+        }
+        Case::Arriving => scale(client, stage, 1).await?,
+    }
+    let mut note = None;
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let list = pods.list(&ListParams::default()).await?.items;
+        let old_gone = match case {
+            Case::Deleted | Case::Graceful => {
+                !list.iter().any(|p| p.uid() == Some(old_uid.clone()))
+            }
+            Case::Killed | Case::Arriving => true,
+        };
+        let real_ready: Vec<String> = list
+            .iter()
+            .filter(|p| !is_vigils(p) && is_ready(p) && p.metadata.deletion_timestamp.is_none())
+            .filter(|p| case != Case::Killed || restarts(p) > 0)
+            .map(|p| p.name_any())
+            .collect();
+        let fallbacks_gone = list.iter().filter(|p| is_vigils(p)).all(is_waiting_standby);
+        let samples = prober.samples();
+        let after: Vec<&Sample> = samples.iter().filter(|s| s.sent >= t0).collect();
+        let real_answered = after.iter().any(|s| {
+            s.outcome
+                .pod()
+                .is_some_and(|p| real_ready.iter().any(|r| r == p))
+        });
+        let last_failure = after
+            .iter()
+            .filter(|s| !s.outcome.ok())
+            .map(|s| s.sent)
+            .max()
+            .unwrap_or(t0);
+        if old_gone && real_answered && fallbacks_gone && last_failure.elapsed() >= SETTLED_FOR {
+            break;
+        }
+        if t0.elapsed() > RUN_CAP {
+            note = Some(format!(
+                "not settled after {} s: old pod gone {old_gone}, real pod answered {real_answered}, fallbacks gone {fallbacks_gone}",
+                RUN_CAP.as_secs()
+            ));
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let samples: Vec<Sample> = prober
+        .stop()
+        .await
+        .into_iter()
+        .filter(|s| s.sent >= t0)
+        .collect();
+    let proxy = proxy_before.delta(&node.proxy_counters().await);
+    let (failed, window) = failures(&samples);
+    let fallback_answered = samples
+        .iter()
+        .chain(before_answers.iter())
+        .any(|s| s.outcome.pod().is_some_and(is_fallback));
+    let timeline = timeline(case, t0, &old_uid, &recorder, &samples);
+    Ok(RunResult {
+        failed,
+        window,
+        requests: samples.len(),
+        fallback_answered,
+        timeline,
+        proxy,
+        note,
+    })
+}
+
+/// The milestones of a run, after the trigger: when the API showed the old pod going (or not
+/// ready, for a crash), and for the pod that answered first after the trigger — Vigil's, else the
+/// real replacement — when it was created (or promoted), scheduled, running, Ready, a ready
+/// endpoint in the slice, and first answered.
+fn timeline(
+    case: Case,
+    t0: Instant,
+    old_uid: &str,
+    recorder: &Recorder,
+    samples: &[Sample],
+) -> BTreeMap<&'static str, Duration> {
+    let pods = recorder.pods();
+    let slices = recorder.slices();
+    let after = |at: Instant| at.checked_duration_since(t0);
+    let mut out = BTreeMap::new();
+    let noticed = pods.iter().find(|p| {
+        p.at >= t0
+            && p.uid == old_uid
+            && match case {
+                Case::Deleted | Case::Graceful => p.terminating || p.gone,
+                Case::Killed => !p.ready,
+                Case::Arriving => false,
+            }
+    });
+    if let Some(d) = noticed.and_then(|p| after(p.at)) {
+        out.insert("1 API shows it", d);
+    }
+    // The first pod to answer after the last failure, or the first at all if none failed.
+    let last_failure = samples.iter().rfind(|s| !s.outcome.ok()).map(|s| s.sent);
+    let answering = samples
+        .iter()
+        .filter(|s| last_failure.is_none_or(|f| s.sent > f))
+        .find_map(|s| match &s.outcome {
+            Outcome::Answered(pod) if !pod.is_empty() => Some(pod.clone()),
+            _ => None,
+        });
+    let Some(name) = answering else {
+        return out;
+    };
+    let events: Vec<&PodSeen> = pods
+        .iter()
+        .filter(|p| p.name == name && p.at >= t0 && !p.gone)
+        .collect();
+    let first =
+        |pred: &dyn Fn(&PodSeen) -> bool| events.iter().find(|p| pred(p)).and_then(|p| after(p.at));
+    let promoted = |p: &PodSeen| p.labels.get(ROLE_LABEL).map(String::as_str) != Some("standby");
+    if let Some(d) = first(&promoted) {
+        out.insert("2 created/promoted", d);
+    }
+    if let Some(d) = first(&|p| promoted(p) && p.scheduled) {
+        out.insert("3 scheduled", d);
+    }
+    if let Some(d) = first(&|p| promoted(p) && p.running) {
+        out.insert("4 running", d);
+    }
+    if let Some(d) = first(&|p| promoted(p) && p.ready) {
+        out.insert("5 ready", d);
+    }
+    // A promoted standby is in the slice once the slice lists it; a restarted pod once it is
+    // listed again after the trigger.
+    if let Some(d) = slices
+        .iter()
+        .filter(|s| s.at >= t0 && s.ready.contains(&name))
+        .find(|_| !matches!(case, Case::Killed) || out.contains_key("5 ready"))
+        .and_then(|s| after(s.at))
+    {
+        out.insert("6 in EndpointSlice", d);
+    }
+    if let Some(d) = samples
+        .iter()
+        .filter(|s| last_failure.is_none_or(|f| s.sent > f))
+        .find(|s| s.outcome.pod() == Some(&name))
+        .and_then(|s| after(s.sent))
+    {
+        out.insert("7 first answer", d);
+    }
+    out
+}
+
+fn ms(d: Duration) -> String {
+    format!("{}", d.as_millis())
+}
+
+fn median_of(values: &[Duration]) -> Option<Duration> {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    (!sorted.is_empty()).then(|| percentile(&sorted, 50.0))
+}
+
+fn print_report(
+    args: &ClientsBench,
+    stages: &[Stage],
+    cases: &[Case],
+    results: &Results,
+    took: Duration,
+) {
+    say!(
+        "CriticalService judged by its clients: a new connection to the ClusterIP every {} ms (timeout {} ms), {} run(s) per cell; {} s in all",
+        args.interval.as_millis(),
+        args.timeout.as_millis(),
+        args.runs,
+        took.as_secs()
+    );
+    say!(
+        "{:<54} {:<16} {:>22} {:>26} {:>9}",
+        "case",
+        "mode",
+        "failed: median (range)",
+        "window ms: median (range)",
+        "fallback"
+    );
+    for (c, case) in cases.iter().enumerate() {
+        for (s, stage) in stages.iter().enumerate() {
+            let Some(runs) = results.get(&(c, s)) else {
+                continue;
+            };
+            let mut failed: Vec<usize> = runs.iter().map(|r| r.failed).collect();
+            failed.sort_unstable();
+            let windows: Vec<Duration> = runs.iter().map(|r| r.window).collect();
+            let mut sorted = windows.clone();
+            sorted.sort();
+            let answered = runs.iter().filter(|r| r.fallback_answered).count();
+            say!(
+                "{:<54} {:<16} {:>22} {:>26} {:>9}",
+                case.title(),
+                stage.mode.title(),
+                format!(
+                    "{} ({}–{})",
+                    failed[failed.len() / 2],
+                    failed[0],
+                    failed[failed.len() - 1]
+                ),
+                format!(
+                    "{} ({}–{})",
+                    ms(median_of(&windows).unwrap_or_default()),
+                    ms(sorted[0]),
+                    ms(sorted[sorted.len() - 1])
+                ),
+                format!("{answered}/{}", runs.len())
+            );
+        }
+    }
+    say!();
+    say!(
+        "Where the time goes (median ms after the trigger, for the pod that answered after the failures: Vigil's, else the real replacement); kube-proxy per run: syncs, mean sync ms, mean network-programming ms"
+    );
+    let steps = [
+        "1 API shows it",
+        "2 created/promoted",
+        "3 scheduled",
+        "4 running",
+        "5 ready",
+        "6 in EndpointSlice",
+        "7 first answer",
+    ];
+    say!(
+        "{:<54} {:<16} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6} {:>7} {:>8}",
+        "case",
+        "mode",
+        "API saw",
+        "created",
+        "schedul.",
+        "running",
+        "ready",
+        "slice",
+        "answer",
+        "slice→answer",
+        "syncs",
+        "sync",
+        "program"
+    );
+    for (c, case) in cases.iter().enumerate() {
+        for (s, stage) in stages.iter().enumerate() {
+            let Some(runs) = results.get(&(c, s)) else {
+                continue;
+            };
+            let cell = |step: &str| {
+                let values: Vec<Duration> = runs
+                    .iter()
+                    .filter_map(|r| r.timeline.get(step).copied())
+                    .collect();
+                median_of(&values).map_or_else(|| "-".into(), ms)
+            };
+            let share: Vec<Duration> = runs
+                .iter()
+                .filter_map(|r| {
+                    let slice = r.timeline.get("6 in EndpointSlice")?;
+                    let answer = r.timeline.get("7 first answer")?;
+                    Some(answer.saturating_sub(*slice))
+                })
+                .collect();
+            let mut proxy = ProxyCounters::default();
+            for r in runs {
+                proxy.add(&r.proxy);
+            }
+            let n = runs.len() as f64;
+            let mean_ms = |sum: f64, count: f64| {
+                if count > 0.0 {
+                    format!("{:.0}", sum / count * 1000.0)
+                } else {
+                    "-".into()
+                }
+            };
+            let mut row = vec![case.title().to_owned(), stage.mode.title().to_owned()];
+            row.extend(steps.iter().map(|s| cell(s)));
+            say!(
+                "{:<54} {:<16} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6.1} {:>7} {:>8}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                row[6],
+                row[7],
+                row[8],
+                median_of(&share).map_or_else(|| "-".into(), ms),
+                proxy.syncs / n,
+                mean_ms(proxy.sync_sum, proxy.syncs),
+                mean_ms(proxy.programming_sum, proxy.programmed)
+            );
+        }
+    }
+    let notes: Vec<String> = results
+        .values()
+        .flatten()
+        .filter_map(|r| r.note.clone())
+        .collect();
+    if !notes.is_empty() {
+        say!();
+        say!("notes:");
+        for note in notes {
+            say!("  {note}");
+        }
+    }
+    say!();
+    say!(
+        "Targets (issue 27): 0 failed requests in (c) and (d); in (a) and (b) a median window ≤ 150 ms with the standby, never worse than no controller."
+    );
+}
+
+/// The outcomes `--verify` holds the runs to, never durations: every run settled; with Vigil,
+/// the fallback answered the Service's traffic in (c), and with the standby in every case; with
+/// `--verify-lossless`, no request lost in (c) and (d) with Vigil.
+fn verify(
+    stages: &[Stage],
+    cases: &[Case],
+    results: &Results,
+    verify_lossless: bool,
+) -> anyhow::Result<()> {
+    let mut wrong = Vec::new();
+    for ((c, s), runs) in results {
+        let (case, mode) = (cases[*c], stages[*s].mode);
+        for (i, run) in runs.iter().enumerate() {
+            let what = format!("{} with {}, run {}", case.title(), mode.title(), i + 1);
+            if let Some(note) = &run.note {
+                wrong.push(format!("{what}: {note}"));
+            }
+            let must_answer = match mode {
+                Mode::None => false,
+                Mode::Vigil => case == Case::Arriving,
+                Mode::Standby => true,
+            };
+            if must_answer && !run.fallback_answered {
+                wrong.push(format!("{what}: no answer came from a pod of Vigil's"));
+            }
+            if verify_lossless && mode != Mode::None && case.lossless_target() && run.failed > 0 {
+                wrong.push(format!(
+                    "{what}: {} of {} requests failed",
+                    run.failed, run.requests
+                ));
+            }
+        }
+    }
+    anyhow::ensure!(
+        wrong.is_empty(),
+        "outcomes not met:\n  {}",
+        wrong.join("\n  ")
+    );
+    Ok(())
+}
+
+async fn wait_until<F, Fut, T>(what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
