@@ -138,3 +138,225 @@ fn version_names_the_commit() {
         "{text}"
     );
 }
+
+/// What the Dockerfile's final stage declares: its base, the user, the exposed ports, the
+/// entrypoint and command, and where the binary is copied.
+struct FinalStage {
+    base: String,
+    user: String,
+    expose: Vec<String>,
+    entrypoint: serde_json::Value,
+    cmd: serde_json::Value,
+    binary_path: String,
+}
+
+fn final_stage(dockerfile: &str) -> FinalStage {
+    let stage = dockerfile.rsplit("\nFROM ").next().expect("a final FROM");
+    let mut lines = stage.lines();
+    let base = lines.next().expect("the base").trim().to_owned();
+    let mut user = None;
+    let mut expose = Vec::new();
+    let mut entrypoint = None;
+    let mut cmd = None;
+    let mut binary_path = None;
+    for line in lines.map(str::trim).filter(|l| !l.starts_with('#')) {
+        let (instruction, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match instruction {
+            "USER" => user = Some(rest.trim().to_owned()),
+            "EXPOSE" => expose.extend(rest.split_whitespace().map(str::to_owned)),
+            "ENTRYPOINT" => entrypoint = Some(serde_json::from_str(rest).expect("exec form")),
+            "CMD" => cmd = Some(serde_json::from_str(rest).expect("exec form")),
+            "COPY" => {
+                let dest = rest.split_whitespace().last().expect("a destination");
+                assert!(
+                    binary_path.replace(dest.to_owned()).is_none(),
+                    "the final stage copies one file, the binary"
+                );
+            }
+            "" => {}
+            other => panic!("{other}: an instruction the image test does not know; teach it"),
+        }
+    }
+    FinalStage {
+        base,
+        user: user.expect("USER"),
+        expose,
+        entrypoint: entrypoint.expect("ENTRYPOINT"),
+        cmd: cmd.expect("CMD"),
+        binary_path: binary_path.expect("COPY of the binary"),
+    }
+}
+
+/// Every regular file and symlink under `root`, as image paths (`/etc/passwd`).
+fn files_under(root: &Path, dir: &Path, out: &mut std::collections::BTreeSet<String>) {
+    for entry in std::fs::read_dir(dir).expect("read the layer").flatten() {
+        let path = entry.path();
+        let kind = entry.file_type().expect("file type");
+        if kind.is_dir() {
+            files_under(root, &path, out);
+        } else {
+            let relative = path.strip_prefix(root).expect("under the root");
+            out.insert(format!("/{}", relative.display()));
+        }
+    }
+}
+
+fn run_ok(command: &mut Command) -> String {
+    let out = command.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `.ci/image` (the daemonless build CI loads into the real node) makes the image the
+/// Dockerfile's final stage describes: the same user, entrypoint, command and exposed port, the
+/// binary where the Dockerfile copies it, and of the distroless base only what the binary uses —
+/// its loader and libraries, the CA bundle, the nonroot account — nothing else. Built here from
+/// this test's own binary; skipped with a note without `../shared/kube/images/mkimage.py`.
+#[test]
+fn the_image_is_what_the_dockerfiles_final_stage_builds() {
+    let kube_dir = std::env::var_os("VIGIL_KUBE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/kube"));
+    if !kube_dir.join("images/mkimage.py").is_file() {
+        eprintln!(
+            "skipped: no {}/images/mkimage.py (set VIGIL_KUBE_DIR)",
+            kube_dir.display()
+        );
+        return;
+    }
+    let dockerfile =
+        std::fs::read_to_string(repo_root().join("Dockerfile")).expect("the Dockerfile");
+    let stage = final_stage(&dockerfile);
+    // .ci/image stands in for this base: a change of base must be mirrored there.
+    assert_eq!(stage.base, "gcr.io/distroless/cc-debian12:nonroot");
+
+    let dir = std::env::temp_dir().join(format!("vigil-image-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("oci")).expect("temp dir");
+    let binary = env!("CARGO_BIN_EXE_vigil");
+    let archive = dir.join("vigil.tar");
+    let exports = run_ok(
+        Command::new(repo_root().join(".ci/image"))
+            .arg(&archive)
+            .args([
+                "--binary",
+                binary,
+                "--name",
+                "localhost/vigil:packaging-test",
+            ])
+            .env("VIGIL_KUBE_DIR", &kube_dir),
+    );
+    assert!(
+        exports.contains("VIGIL_TEST_IMAGE='localhost/vigil:packaging-test'"),
+        "{exports}"
+    );
+    run_ok(
+        Command::new("tar")
+            .arg("-xf")
+            .arg(&archive)
+            .arg("-C")
+            .arg(dir.join("oci")),
+    );
+    let blob = |digest: &serde_json::Value| -> Vec<u8> {
+        let digest = digest.as_str().expect("a digest");
+        let hex = digest.strip_prefix("sha256:").expect("sha256");
+        std::fs::read(dir.join("oci/blobs/sha256").join(hex)).expect("the blob is in the archive")
+    };
+    let json =
+        |bytes: Vec<u8>| -> serde_json::Value { serde_json::from_slice(&bytes).expect("JSON") };
+    let index = json(std::fs::read(dir.join("oci/index.json")).expect("index.json"));
+    let entry = &index["manifests"][0];
+    assert_eq!(
+        entry["annotations"]["io.containerd.image.name"], "localhost/vigil:packaging-test",
+        "the name node-load-image.sh keeps"
+    );
+    let manifest = json(blob(&entry["digest"]));
+    let config = json(blob(&manifest["config"]["digest"]));
+    let layers = manifest["layers"].as_array().expect("layers");
+    assert_eq!(layers.len(), 1, "{manifest}");
+
+    // The configuration: what the Dockerfile's final stage says.
+    let c = &config["config"];
+    assert_eq!(c["User"], stage.user.as_str(), "USER");
+    assert_eq!(c["Entrypoint"], stage.entrypoint, "ENTRYPOINT");
+    assert_eq!(c["Cmd"], stage.cmd, "CMD");
+    let exposed: Vec<String> = c["ExposedPorts"]
+        .as_object()
+        .map(|ports| ports.keys().cloned().collect())
+        .unwrap_or_default();
+    let wanted: Vec<String> = stage.expose.iter().map(|p| format!("{p}/tcp")).collect();
+    assert_eq!(exposed, wanted, "EXPOSE");
+    assert_eq!(config["os"], "linux");
+
+    // The files: the binary where COPY puts it, and what it needs of the base.
+    let rootfs = dir.join("rootfs");
+    std::fs::create_dir_all(&rootfs).expect("rootfs");
+    std::fs::write(dir.join("layer.tar"), blob(&layers[0]["digest"])).expect("layer");
+    run_ok(
+        Command::new("tar")
+            .arg("-xf")
+            .arg(dir.join("layer.tar"))
+            .arg("-C")
+            .arg(&rootfs),
+    );
+    let mut files = std::collections::BTreeSet::new();
+    files_under(&rootfs, &rootfs, &mut files);
+    let mut expected: std::collections::BTreeSet<String> = [
+        stage.binary_path.as_str(),
+        "/etc/ssl/certs/ca-certificates.crt",
+        "/etc/passwd",
+        "/etc/group",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    // The loader and the shared libraries the binary needs (glibc, libgcc_s: distroless/cc's).
+    let ldd = run_ok(Command::new("ldd").arg(binary).env("LC_ALL", "C"));
+    for line in ldd.lines() {
+        let path = line
+            .split_whitespace()
+            .find(|word| word.starts_with('/'))
+            .map(str::to_owned);
+        expected.extend(path);
+    }
+    assert_eq!(files, expected, "the image holds exactly these files");
+    assert_eq!(
+        stage.entrypoint[0].as_str(),
+        Some(stage.binary_path.as_str()),
+        "the entrypoint is the binary"
+    );
+    let inside = |path: &str| rootfs.join(path.trim_start_matches('/'));
+    assert_eq!(
+        std::fs::read(inside(&stage.binary_path)).expect("the binary"),
+        std::fs::read(binary).expect("the built binary"),
+        "the binary is the one given"
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(inside(&stage.binary_path))
+        .expect("the binary")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o555, 0o555, "anyone may run the binary: {mode:o}");
+    assert!(
+        std::fs::read_to_string(inside("/etc/passwd"))
+            .expect("passwd")
+            .contains("nonroot:x:65532:65532:"),
+        "uid 65532 is distroless's nonroot"
+    );
+    assert!(
+        std::fs::read_to_string(inside("/etc/group"))
+            .expect("group")
+            .contains("nonroot:x:65532:"),
+    );
+    let bundle = std::fs::read_to_string(inside("/etc/ssl/certs/ca-certificates.crt"))
+        .expect("the CA bundle");
+    assert!(
+        bundle.matches("BEGIN CERTIFICATE").count() > 100,
+        "a CA bundle"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
