@@ -6,8 +6,8 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use support::{Helm, chart_dir};
+
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
@@ -19,42 +19,6 @@ use kube::api::ListParams;
 
 const RELEASE: &str = "vigil";
 const NAMESPACE: &str = "vigil-system";
-
-/// Helm bound to one kubeconfig, with its cache, config and data directories of its own.
-struct Helm {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: PathBuf,
-}
-
-impl Helm {
-    fn run(&self, args: &[&str]) -> String {
-        let output = Command::new(&self.bin)
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .env_remove("KUBECONFIG")
-            .env("HELM_CACHE_HOME", self.home.join("cache"))
-            .env("HELM_CONFIG_HOME", self.home.join("config"))
-            .env("HELM_DATA_HOME", self.home.join("data"))
-            .output()
-            .expect("run helm");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "helm {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    }
-}
-
-fn chart() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../charts/vigil")
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// The Deployment's replicas as the sandbox stores them.
 async fn replicas(deployments: &Api<Deployment>) -> Option<i32> {
@@ -103,26 +67,21 @@ where
 /// The whole lifecycle; `wait` adds `--wait` to every step, which needs the Deployment to become
 /// available (the sandbox's workload controllers and its simulated kubelet).
 async fn lifecycle(test: &str, wait: bool) {
-    let Some(bin) = support::client_program("VIGIL_HELM", "helm") else {
+    let home = std::env::temp_dir().join(format!("vigil-{test}-{}", std::process::id()));
+    let kubeconfig = home.join("kubeconfig");
+    let Some(helm) = Helm::find(&kubeconfig, &home) else {
         eprintln!("skipped {test}: helm not found (set VIGIL_HELM or put helm on PATH)");
         return;
     };
-    let home = std::env::temp_dir().join(format!("vigil-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&home).expect("helm home");
-    let kubeconfig = home.join("kubeconfig");
     let _sandbox = support::spawn_sandbox(&kubeconfig);
     let client = support::client(&kubeconfig).await;
-    let helm = Helm {
-        bin,
-        kubeconfig,
-        home: home.clone(),
-    };
     let waiting: &[&str] = if wait {
         &["--wait", "--timeout", "120s"]
     } else {
         &[]
     };
-    let chart = chart();
+    let chart = chart_dir();
     let chart = chart.as_str();
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NAMESPACE);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);

@@ -10,6 +10,7 @@
 //! what it measures (run with `--nocapture`): nothing here asserts a duration.
 
 mod node_support;
+mod support;
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
@@ -22,10 +23,9 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Resource};
-use node_support::{
-    Helm, chart_dir, container_process, diagnose, http_get, logs, node, split_image,
-};
+use node_support::{container_process, diagnose, http_get, logs, node, split_image};
 use serde_json::json;
+use support::{Helm, chart_dir};
 use vigil_apis::CriticalService;
 use vigil_testenv::{TestEnv, wait_for};
 
@@ -219,7 +219,7 @@ async fn the_chart_runs_vigil_on_a_real_node() {
     let Some(node) = node(test) else { return };
     let home = std::env::temp_dir().join(format!("vigil-node-chart-{}", std::process::id()));
     std::fs::create_dir_all(&home).expect("helm home");
-    let Some(helm) = Helm::new(&node, &home) else {
+    let Some(helm) = Helm::find(&node.kubeconfig, &home) else {
         eprintln!("skipped {test}: no helm (set VIGIL_HELM or put helm on PATH)");
         return;
     };

@@ -11,8 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -53,68 +52,6 @@ pub fn node(test: &str) -> Option<Node> {
         web_image,
         kubeconfig: PathBuf::from(kubeconfig),
     })
-}
-
-/// Helm (`VIGIL_HELM`, else `helm` on PATH) bound to the node's kubeconfig, with cache, config and
-/// data directories of its own.
-pub struct Helm {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
-    home: PathBuf,
-}
-
-impl Helm {
-    pub fn new(node: &Node, home: &Path) -> Option<Self> {
-        let bin = std::env::var_os("VIGIL_HELM")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::split_paths(&std::env::var_os("PATH")?)
-                    .map(|dir| dir.join("helm"))
-                    .find(|p| p.is_file())
-            })?;
-        Some(Self {
-            bin,
-            kubeconfig: node.kubeconfig.clone(),
-            home: home.to_owned(),
-        })
-    }
-
-    /// Runs helm; panics with its output when it fails.
-    pub fn run(&self, args: &[&str]) -> String {
-        self.try_run(args).unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Runs helm: its stdout, or what it said when it failed.
-    pub fn try_run(&self, args: &[&str]) -> Result<String, String> {
-        let output = Command::new(&self.bin)
-            .args(args)
-            .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .env_remove("KUBECONFIG")
-            .env("HELM_CACHE_HOME", self.home.join("cache"))
-            .env("HELM_CONFIG_HOME", self.home.join("config"))
-            .env("HELM_DATA_HOME", self.home.join("data"))
-            .output()
-            .expect("run helm");
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        if output.status.success() {
-            Ok(stdout)
-        } else {
-            Err(format!(
-                "helm {args:?} failed:\nstdout: {stdout}\nstderr: {}",
-                String::from_utf8_lossy(&output.stderr)
-            ))
-        }
-    }
-}
-
-/// The chart in this repository.
-pub fn chart_dir() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../charts/vigil")
-        .to_string_lossy()
-        .into_owned()
 }
 
 /// `repository` and `tag` of an image reference (`localhost/vigil:0.1.0`).

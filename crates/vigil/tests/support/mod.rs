@@ -62,6 +62,60 @@ pub fn client_program(env_var: &str, name: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Helm bound to one kubeconfig, with cache, config and data directories of its own under `home`.
+pub struct Helm {
+    pub bin: std::path::PathBuf,
+    pub kubeconfig: std::path::PathBuf,
+    pub home: std::path::PathBuf,
+}
+
+impl Helm {
+    /// Helm from `VIGIL_HELM`, else `helm` on PATH; None when neither exists.
+    pub fn find(kubeconfig: &Path, home: &Path) -> Option<Self> {
+        Some(Self {
+            bin: client_program("VIGIL_HELM", "helm")?,
+            kubeconfig: kubeconfig.to_owned(),
+            home: home.to_owned(),
+        })
+    }
+
+    /// Runs helm; panics with its output when it fails.
+    pub fn run(&self, args: &[&str]) -> String {
+        self.try_run(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Runs helm: its stdout, or what it said when it failed.
+    pub fn try_run(&self, args: &[&str]) -> Result<String, String> {
+        let output = Command::new(&self.bin)
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env_remove("KUBECONFIG")
+            .env("HELM_CACHE_HOME", self.home.join("cache"))
+            .env("HELM_CONFIG_HOME", self.home.join("config"))
+            .env("HELM_DATA_HOME", self.home.join("data"))
+            .output()
+            .expect("run helm");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        if output.status.success() {
+            Ok(stdout)
+        } else {
+            Err(format!(
+                "helm {args:?} failed:\nstdout: {stdout}\nstderr: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ))
+        }
+    }
+}
+
+/// The chart in this repository.
+pub fn chart_dir() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../charts/vigil")
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A typed object from JSON.
 pub fn json<T: k8s_openapi::serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
     serde_json::from_value(value).expect("object")
