@@ -114,12 +114,12 @@ impl Actions {
             name: pod.name.clone(),
             uid: pod.uid.clone(),
         });
-        self.events.push(EventNote {
-            warning: false,
-            reason: REASON_FALLBACK_DELETED.into(),
-            note: format!("Deleted fallback pod {}/{}: {why}", pod.namespace, pod.name),
-            pod: Some((pod.namespace.clone(), pod.name.clone())),
-        });
+        self.events.push(EventNote::about_pod(
+            REASON_FALLBACK_DELETED,
+            &pod.namespace,
+            &pod.name,
+            format!("Deleted fallback pod {}/{}: {why}", pod.namespace, pod.name),
+        ));
     }
 
     /// Records a problem once (a template problem is found once per lame Service).
@@ -467,15 +467,15 @@ fn promote(observed: &Observed<'_>, standby: &PodView, actions: &mut Actions) {
     } else {
         "still starting"
     };
-    actions.events.push(EventNote {
-        warning: false,
-        reason: REASON_STANDBY_PROMOTED.into(),
-        note: format!(
+    actions.events.push(EventNote::about_pod(
+        REASON_STANDBY_PROMOTED,
+        &standby.namespace,
+        &standby.name,
+        format!(
             "Promoted warm standby {}/{} ({readiness}) to answer for Service {}/{}, which has no ready endpoint of its own",
             standby.namespace, standby.name, service.namespace, service.name
         ),
-        pod: Some((standby.namespace.clone(), standby.name.clone())),
-    });
+    ));
 }
 
 /// Keeps one warm standby for the Service, besides the pod `answering` for it: an out-of-date
@@ -547,15 +547,15 @@ fn ensure_standby(
         inputs.settings,
         name,
     ));
-    actions.events.push(EventNote {
-        warning: false,
-        reason: REASON_STANDBY_CREATED.into(),
-        note: format!(
+    actions.events.push(EventNote::about_pod(
+        REASON_STANDBY_CREATED,
+        &service.namespace,
+        name,
+        format!(
             "Created warm standby {}/{name} for Service {}/{}",
             service.namespace, service.namespace, service.name
         ),
-        pod: Some((service.namespace.clone(), name.clone())),
-    });
+    ));
     (Some(name.clone()), StandbyState::Starting)
 }
 
@@ -601,15 +601,15 @@ fn create(
         key,
         inputs.settings,
     ));
-    actions.events.push(EventNote {
-        warning: false,
-        reason: REASON_FALLBACK_CREATED.into(),
-        note: format!(
+    actions.events.push(EventNote::about_pod(
+        REASON_FALLBACK_CREATED,
+        &service.namespace,
+        &observed.fallback_name,
+        format!(
             "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own",
             service.namespace, observed.fallback_name, service.namespace, service.name
         ),
-        pod: Some((service.namespace.clone(), observed.fallback_name.clone())),
-    });
+    ));
 }
 
 /// How much of the activation delay is left, if any. The Service has been lame since its previous

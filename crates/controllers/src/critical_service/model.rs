@@ -146,6 +146,18 @@ pub struct EventNote {
     pub pod: Option<(String, String)>,
 }
 
+impl EventNote {
+    /// A Normal event about the pod `namespace/name`.
+    pub fn about_pod(reason: &str, namespace: &str, name: &str, note: String) -> Self {
+        Self {
+            warning: false,
+            reason: reason.into(),
+            note,
+            pod: Some((namespace.to_owned(), name.to_owned())),
+        }
+    }
+}
+
 /// A pod to delete, with the uid it must still have (a precondition, so a pod re-created by
 /// someone else under the same name is never deleted by mistake).
 #[derive(Debug, Clone, PartialEq, Eq)]
