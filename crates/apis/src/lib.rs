@@ -2,6 +2,7 @@
 //! the Rust types, the schema the API server enforces and `vigil manifests` never disagree.
 //! No I/O lives here.
 
+pub mod conditions;
 pub mod configmap_sync;
 pub mod critical_service;
 pub mod kafka_topic;
@@ -9,6 +10,7 @@ pub mod kubernetes_cluster;
 mod rules;
 pub mod status_backup_policy;
 
+pub use conditions::HasConditions;
 pub use configmap_sync::{ConfigMapSync, ConfigMapSyncSpec, ConfigMapSyncStatus};
 pub use critical_service::{CriticalService, CriticalServiceSpec, CriticalServiceStatus};
 pub use kafka_topic::{Topic, TopicSpec, TopicStatus};

@@ -1,5 +1,5 @@
 //! Kubernetes' sample-controller on Vigil's runtime (CRD: `foo-crd.yaml`; see docs/runtime.md).
-//! `cargo run -p vigil-runtime --example sample_controller -- --kubeconfig FILE`
+//! `KUBECONFIG=FILE cargo run -p vigil-runtime --example sample_controller`
 #![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
 
 use std::sync::Arc;
@@ -7,14 +7,12 @@ use std::sync::Arc;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{CustomResource, Resource as _, ResourceExt as _};
 use serde::{Deserialize, Serialize};
-use vigil_runtime::cache::{lean_cache, watch_all};
-use vigil_runtime::controller::store_synced;
+use vigil_runtime::cache::Cache;
 use vigil_runtime::events::EventNote;
-use vigil_runtime::index::Index;
-use vigil_runtime::{Manager, Runtime, status};
+use vigil_runtime::{Manager, Runtime};
 
 pub const NAME: &str = "sample-controller";
 
@@ -35,13 +33,13 @@ pub struct FooStatus {
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("API request failed: {0}")]
+    #[error("API request failed")]
     Api(#[from] kube::Error),
     #[error("Resource {0:?} already exists and is not managed by Foo")]
     ResourceExists(String),
 }
 
-/// What a sync does to the Deployment (decided from the cache, by [`decide`]).
+/// What a sync does to the Deployment, decided from the cache by [`decide`].
 #[derive(Debug, PartialEq)]
 pub enum Step {
     Create(Box<Deployment>),
@@ -52,40 +50,19 @@ pub enum Step {
 }
 
 struct Context {
-    runtime: Runtime,
-    deployments: Store<Deployment>,
+    rt: Runtime,
+    deployments: Cache<Deployment>,
 }
 
-/// Adds the controller to `manager` (what `main` does, and the end-to-end test).
+/// The wiring: a cache per kind, the Foo controller owning Deployments.
 pub fn add(manager: &mut Manager) {
-    manager.add(NAME, run);
-}
-
-pub async fn run(runtime: Runtime) {
-    let (foos, foo_writer) = reflector::store();
-    let (deployments, deployment_writer) = reflector::store();
-    let foo_stream = lean_cache(
-        foo_writer,
-        Index::new(|_| Vec::new()),
-        watch_all::<Foo>(runtime.watches()),
-        |_| {},
-    );
-    let deployment_stream = lean_cache(
-        deployment_writer,
-        Index::new(|_| Vec::new()),
-        watch_all::<Deployment>(runtime.watches()),
-        |_| {},
-    );
-    let context = Arc::new(Context {
-        runtime: runtime.clone(),
-        deployments: deployments.clone(),
+    manager.add(NAME, |rt| async move {
+        let foos = rt.cache::<Foo>().build();
+        let deployments = rt.cache::<Deployment>().build();
+        let controller = rt.controller(NAME, &foos).owns(&deployments);
+        let context = Arc::new(Context { rt, deployments });
+        controller.run(reconcile, context).await;
     });
-    runtime
-        .controller(NAME, foos, foo_stream)
-        .owns(deployment_stream)
-        .wait_for(store_synced(deployments))
-        .run(reconcile, context)
-        .await;
 }
 
 /// The pure decision: the Deployment step for `foo`, given its Deployment as cached.
@@ -93,11 +70,8 @@ pub fn decide(foo: &Foo, deployment: Option<&Deployment>) -> Step {
     let Some(deployment) = deployment else {
         return Step::Create(Box::new(new_deployment(foo)));
     };
-    let owner = deployment
-        .owner_references()
-        .iter()
-        .find(|o| o.controller == Some(true));
-    let ours = owner.is_some_and(|o| foo.uid().as_ref() == Some(&o.uid));
+    let ours = (deployment.owner_references().iter())
+        .any(|o| o.controller == Some(true) && foo.uid().as_ref() == Some(&o.uid));
     let current = deployment.spec.as_ref().and_then(|s| s.replicas);
     match foo.spec.replicas {
         _ if !ours => Step::NotOurs,
@@ -126,32 +100,27 @@ pub fn new_deployment(foo: &Foo) -> Deployment {
 }
 
 async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let runtime = &ctx.runtime;
-    let namespace = foo.namespace().unwrap_or_default();
+    let (runtime, namespace) = (&ctx.rt, foo.namespace().unwrap_or_default());
     let name = &foo.spec.deployment_name;
     if name.is_empty() {
         tracing::error!(foo = %foo.name_any(), "deployment name must be specified");
         return Ok(Action::await_change());
     }
-    let cached = ctx
-        .deployments
-        .get(&ObjectRef::new(name).within(&namespace));
+    let key = ObjectRef::new(name).within(&namespace);
+    let cached = ctx.deployments.get(&key);
     let api: Api<Deployment> = Api::namespaced(runtime.client().clone(), &namespace);
+    let params = PatchParams::apply(&runtime.field_manager(NAME));
     let deployment = match decide(&foo, cached.as_deref()) {
         Step::Create(deployment) => api.create(&PostParams::default(), &deployment).await?,
         Step::Scale(replicas) => {
             let patch = serde_json::json!({"spec": {"replicas": replicas}});
-            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await?
+            api.patch(name, &params, &Patch::Merge(&patch)).await?
         }
         Step::Keep => cached.as_deref().cloned().unwrap_or_default(),
         Step::NotOurs => {
             let error = Error::ResourceExists(name.clone());
             let note = EventNote::warning("ErrResourceExists", error.to_string());
-            runtime
-                .recorder()
-                .publish(&foo.object_ref(&()), &note, "Sync")
-                .await;
+            runtime.event(foo.as_ref(), &note, "Sync").await;
             return Err(error);
         }
     };
@@ -159,41 +128,20 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
     let desired = FooStatus {
         available_replicas: available.unwrap_or(0),
     };
-    let current = foo.status.as_ref();
-    status::write(runtime.client(), foo.as_ref(), current, &desired, &[], NAME).await?;
+    let current = foo.status.as_ref(); // written only if it differs:
+    (runtime.write_status(NAME, foo.as_ref(), current, &desired, &[])).await?;
     let synced = EventNote::normal("Synced", "Foo synced successfully");
-    runtime
-        .recorder()
-        .publish(&foo.object_ref(&()), &synced, "Sync")
-        .await;
+    runtime.event(foo.as_ref(), &synced, "Sync").await;
     Ok(Action::await_change())
-}
-
-#[derive(clap::Parser)]
-struct Args {
-    #[arg(long)] // default: KUBECONFIG, ~/.kube/config, in-cluster
-    kubeconfig: Option<std::path::PathBuf>,
-    #[arg(long, default_value = "127.0.0.1:8080")] // /metrics, /healthz, /readyz
-    metrics_addr: std::net::SocketAddr,
 }
 
 #[allow(dead_code)] // the end-to-end test includes this file and runs the controller itself
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt().with_env_filter("info").init();
-    let args = <Args as clap::Parser>::parse();
-    let config = match args.kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await?
-        }
-        None => kube::Config::infer().await?,
-    };
-    let mut manager = Manager::builder(config)
-        .metrics_addr(args.metrics_addr)
-        .reporter(NAME)
-        .build()
-        .await?;
+    let config = kube::Config::infer().await?; // KUBECONFIG, ~/.kube/config or in-cluster
+    let manager = Manager::builder(NAME, config).metrics_addr("127.0.0.1:8080".parse()?);
+    let mut manager = manager.build().await?; // /metrics, /healthz, /readyz on :8080
     add(&mut manager);
     Ok(manager.run().await?)
 }

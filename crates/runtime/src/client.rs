@@ -343,3 +343,49 @@ mod tests {
         assert_eq!(metrics.client_metrics().requests_total(), 3);
     }
 }
+
+/// Why no client configuration could be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The kubeconfig file given could not be read or parsed.
+    #[error("reading kubeconfig {}", path.display())]
+    Read {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The kubeconfig was read but does not make a usable configuration.
+    #[error("loading kubeconfig {}", path.display())]
+    Load {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// What went wrong.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// No kubeconfig given, none in the usual places, and not in a cluster.
+    #[error("no kubeconfig and not running in a cluster")]
+    Infer(#[source] kube::config::InferConfigError),
+}
+
+/// The client configuration of `kubeconfig` if given, else the inferred one (`KUBECONFIG`,
+/// `~/.kube/config`, then in-cluster): what a controller's `--kubeconfig` flag means.
+pub async fn load_config(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Config, ConfigError> {
+    let Some(path) = kubeconfig else {
+        return kube::Config::infer().await.map_err(ConfigError::Infer);
+    };
+    let file = kube::config::Kubeconfig::read_from(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    kube::Config::from_custom_kubeconfig(file, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|source| ConfigError::Load {
+            path: path.to_owned(),
+            source,
+        })
+}

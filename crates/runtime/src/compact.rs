@@ -12,12 +12,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use futures::{Stream, TryStreamExt as _};
 use kube::Resource;
-use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::runtime::watcher;
 use tokio::sync::watch;
-
-use crate::index::Index;
 
 /// `namespace/name`, or `name` for a cluster-scoped object.
 pub fn key(namespace: Option<&str>, name: &str) -> String {
@@ -132,31 +129,6 @@ impl<V> CompactStore<V> {
         let mut ready = self.ready.subscribe();
         let _ = ready.wait_for(|r| *r).await;
     }
-}
-
-/// A watch stream slimmed by `slim`, filling `store` (with `entry` of each object) and `index`;
-/// yields the objects it touched, to trigger reconciles. The
-/// objects themselves are dropped once mapped: only the compact entries stay.
-pub fn compact_cache<K, V, S>(
-    store: CompactStore<V>,
-    index: Index<K>,
-    stream: S,
-    slim: fn(&mut K),
-    entry: fn(&K) -> V,
-) -> impl Stream<Item = Result<K, watcher::Error>> + Send
-where
-    K: Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default,
-    V: Send + Sync + 'static,
-    S: Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send,
-{
-    stream
-        .modify(slim)
-        .inspect_ok(move |event| {
-            index.apply(event);
-            store.apply(event, entry);
-        })
-        .touched_objects()
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //!   API server answers again after an outage (see [`crate::reachability`]);
 //! - **work-queue metrics** (`workqueue_*`, controller-runtime's names) for every trigger;
 //! - **the guarded reconcile** ([`crate::reconcile`]): only the leader acts, nothing is decided
-//!   before the caches given to [`ControllerBuilder::wait_for`] have synced (they also make the
+//!   before every cache given to the builder has synced (they also make the
 //!   controller ready on `/readyz`), reconcile metrics, backoff reset on success;
 //! - **the error policy**: per-object exponential backoff; after ten failures in a row the
 //!   object is quarantined (retried every five minutes; [`ControllerBuilder::backoff`] sets
@@ -31,16 +31,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
-use futures::{FutureExt as _, Stream, StreamExt as _, TryStreamExt as _};
+use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt as _};
 use tokio::sync::watch;
 
 use crate::backoff::{BackoffPolicy, Backoffs, NoTriggerBackoff};
+use crate::cache::{Cache, Cached, Source, Synced};
 use crate::conditions;
 use crate::events::EventNote;
 use crate::leader::Leadership;
@@ -53,7 +52,7 @@ use crate::reconcile::{Guard, guarded};
 pub const DEFAULT_CONCURRENCY: u16 = 16;
 
 /// Reads an object's status conditions, for the quarantine's `Degraded` condition.
-pub type ConditionsOf<K> = fn(&K) -> Vec<Condition>;
+pub type ConditionsOf<K> = for<'a> fn(&'a K) -> &'a [Condition];
 
 /// Told of each change of leadership, before every object is reconciled for it.
 type LeadershipHook = Box<dyn Fn(Leadership) + Send + Sync>;
@@ -69,7 +68,7 @@ where
     queue: QueueTracker<K>,
     metrics: ControllerMetrics,
     backoffs: Arc<Backoffs<ObjectRef<K>>>,
-    readiness: Vec<BoxFuture<'static, bool>>,
+    readiness: Vec<Synced>,
     concurrency: u16,
     conditions: Option<ConditionsOf<K>>,
     field_manager: String,
@@ -77,79 +76,49 @@ where
     leadership_hooks: Vec<LeadershipHook>,
 }
 
-/// What a controller's primary kind must be: a statically typed resource the
-/// cache can clone, decode and print.
-pub trait Object:
-    Resource<DynamicType = ()>
-    + Clone
-    + serde::de::DeserializeOwned
-    + std::fmt::Debug
-    + Send
-    + Sync
-    + 'static
-{
-}
-
-impl<K> Object for K where
-    K: Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static
-{
-}
-
 impl Runtime {
-    /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `store`, triggered
-    /// by `stream` — typically a [`crate::cache::lean_cache`] over `self.watches()`.
-    pub fn controller<K>(
-        &self,
-        name: &str,
-        store: Store<K>,
-        stream: impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-    ) -> ControllerBuilder<K>
-    where
-        K: Object,
-    {
+    /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `cache`,
+    /// triggered by each change to them, and by every object it holds when it starts.
+    pub fn controller<K: Cached>(&self, name: &str, cache: &Cache<K>) -> ControllerBuilder<K> {
         let metrics = self.metrics().controller(name);
         let queue = QueueTracker::new(metrics.clone());
-        let stream = stream.inspect_ok({
+        let stream = cache.subscribe_from_start().map({
             let queue = queue.clone();
-            move |obj| queue.added(ObjectRef::from_obj(obj))
+            move |obj| {
+                queue.added(ObjectRef::from_obj(&obj));
+                Ok(obj)
+            }
         });
         ControllerBuilder {
             name: name.to_owned(),
             runtime: self.clone(),
-            controller: Controller::for_stream(stream, store).trigger_backoff(NoTriggerBackoff),
+            controller: Controller::for_stream(stream, cache.store().clone())
+                .trigger_backoff(NoTriggerBackoff),
             queue,
             metrics,
             backoffs: Arc::new(Backoffs::new(BackoffPolicy::default())),
-            readiness: Vec::new(),
+            readiness: vec![cache.synced()],
             concurrency: DEFAULT_CONCURRENCY,
             conditions: None,
-            field_manager: format!("vigil-{name}"),
+            field_manager: self.field_manager(name),
             event_action: "Reconcile".to_owned(),
             leadership_hooks: Vec::new(),
         }
     }
 }
 
-impl<K> ControllerBuilder<K>
-where
-    K: Object,
-{
+impl<K: Cached> ControllerBuilder<K> {
     /// Reconciles running at once (default [`DEFAULT_CONCURRENCY`]).
     pub fn concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency;
         self
     }
 
-    /// Reconciles the objects `mapper` names for each object of `stream` (a secondary cache).
+    /// Reconciles the objects `mapper` names for each object `cache` touches, and decides
+    /// nothing before `cache` has synced.
     pub fn watches<Other, I>(
         mut self,
-        stream: impl Stream<Item = Result<Other, watcher::Error>> + Send + 'static,
+        cache: &impl Source<Other>,
         mapper: impl Fn(Other) -> I + Send + Sync + 'static,
     ) -> Self
     where
@@ -157,23 +126,22 @@ where
         Other::DynamicType: Default + std::fmt::Debug + Clone,
         I: IntoIterator<Item = ObjectRef<K>> + 'static,
     {
+        self.readiness.push(cache.synced());
         let queue = self.queue.clone();
+        let stream = cache.subscribe().map(Ok);
         self.controller = self.controller.watches_stream(stream, move |other| {
             queue.added_all(mapper(other).into_iter().collect())
         });
         self
     }
 
-    /// Reconciles the owner (of kind `K`, by owner reference) of each object of `stream`.
-    pub fn owns<Child>(
-        self,
-        stream: impl Stream<Item = Result<Child, watcher::Error>> + Send + 'static,
-    ) -> Self
+    /// Reconciles the owner (of kind `K`, by owner reference) of each object `cache` touches.
+    pub fn owns<Child>(self, cache: &impl Source<Child>) -> Self
     where
         Child: Clone + Resource + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
         Child::DynamicType: Default + std::fmt::Debug + Clone,
     {
-        self.watches(stream, |child: Child| {
+        self.watches(cache, |child: Child| {
             let namespace = child.namespace();
             child
                 .owner_references()
@@ -181,6 +149,13 @@ where
                 .filter_map(|owner| ObjectRef::from_owner_ref(namespace.as_deref(), owner, ()))
                 .collect::<Vec<_>>()
         })
+    }
+
+    /// Decides nothing before `cache` has synced, without triggers from it: a cache the
+    /// reconcile only reads.
+    pub fn reads<Other>(mut self, cache: &impl Source<Other>) -> Self {
+        self.readiness.push(cache.synced());
+        self
     }
 
     /// Also reconciles each object `stream` names: changes the API server does not see, such
@@ -208,14 +183,6 @@ where
         self
     }
 
-    /// Nothing is decided, and the controller is not ready, until `synced` resolves true:
-    /// typically a secondary cache's `wait_until_ready` (the primary store is waited for by
-    /// kube-runtime itself). Call once per cache.
-    pub fn wait_for(mut self, synced: impl Future<Output = bool> + Send + 'static) -> Self {
-        self.readiness.push(synced.boxed());
-        self
-    }
-
     /// Where a quarantined object's conditions are: the quarantine then also sets
     /// `Degraded=True` (reason `ReconcileFailing`) in its status.
     pub fn quarantine_condition(mut self, conditions: ConditionsOf<K>) -> Self {
@@ -223,7 +190,7 @@ where
         self
     }
 
-    /// Field manager of the quarantine's status write (default `vigil-<name>`).
+    /// Field manager of the quarantine's status write (default [`Runtime::field_manager`]).
     pub fn field_manager(mut self, field_manager: &str) -> Self {
         self.field_manager = field_manager.to_owned();
         self
@@ -245,9 +212,12 @@ where
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let (synced_tx, synced) = watch::channel(false);
-        // The only waiter on each cache: kube-runtime's `wait_until_ready` wakes one waiter
-        // per store, so reconciles wait on `synced` instead.
-        let readiness = futures::future::join_all(self.readiness);
+        // Every cache synced, once: what reconciles and `/readyz` wait for.
+        let readiness = futures::future::join_all(
+            self.readiness
+                .into_iter()
+                .map(|s| async move { s.wait().await }),
+        );
         let runtime = self.runtime.clone();
         let name = self.name.clone();
         tokio::spawn(async move {
@@ -386,7 +356,7 @@ where
     K: Resource<DynamicType = ()>,
 {
     if let Some(conditions_of) = inner.conditions {
-        let mut conditions = conditions_of(&obj);
+        let mut conditions = conditions_of(&obj).to_vec();
         if conditions::set_reconcile_failing(&mut conditions, &message, obj.meta().generation) {
             let status = serde_json::json!({ "conditions": conditions });
             if let Err(error) = crate::status::patch_status(
@@ -407,13 +377,4 @@ where
         .recorder()
         .publish(&obj.object_ref(&()), &note, &inner.event_action)
         .await;
-}
-
-/// Whether `store` has synced, as [`ControllerBuilder::wait_for`] takes it.
-pub async fn store_synced<K>(store: Store<K>) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store.wait_until_ready().await.is_ok()
 }

@@ -127,7 +127,7 @@ impl LeaderElectionConfig {
         // An empty holder reads as "free", so a replica without identity could never be seen
         // leading: every such replica would lead at once.
         if self.identity.is_empty() {
-            self.identity = unique_identity("vigil");
+            self.identity = unique_identity(&self.lease_name);
         }
         if self.lease_duration.is_zero() {
             self.lease_duration = Duration::from_secs(15);
@@ -821,7 +821,11 @@ mod tests {
         let mut bad = config.clone();
         bad.identity.clear();
         assert_eq!(bad.validate(), Err(ConfigError::EmptyIdentity));
-        assert!(bad.sanitized().identity.starts_with("vigil_"));
+        let lease = format!("{}_", bad.lease_name);
+        assert!(
+            bad.sanitized().identity.starts_with(&lease),
+            "named after the Lease"
+        );
     }
 
     #[test]

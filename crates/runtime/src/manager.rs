@@ -5,12 +5,12 @@
 //! ```no_run
 //! # async fn demo(config: kube::Config) -> std::io::Result<()> {
 //! use vigil_runtime::manager::Manager;
-//! let mut manager = Manager::builder(config)
+//! let mut manager = Manager::builder("foo-operator", config)
 //!     .metrics_addr("0.0.0.0:8080".parse().expect("an address"))
 //!     .build()
 //!     .await?;
 //! manager.add("foo", |runtime| async move {
-//!     // build caches from runtime.watches(), then runtime.controller(…).run(…).await
+//!     // runtime.cache::<Foo>().build(), then runtime.controller("foo", &cache).run(…).await
 //!     # let _ = runtime;
 //! });
 //! manager.run().await // until SIGTERM or SIGINT, then drains
@@ -26,18 +26,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::Client;
+use kube::{Client, Resource};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::events::EventRecorder;
+use crate::events::{EventNote, EventRecorder};
 use crate::health::{self, Health};
 use crate::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use crate::metrics::Metrics;
 use crate::shared::SharedWatches;
-
-/// Reporting controller of Events unless the builder names another.
-pub const DEFAULT_REPORTER: &str = "vigil";
 
 /// Where controllers report their readiness: `/readyz`, or a caller's closure.
 type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
@@ -50,6 +47,8 @@ pub struct Runtime {
     metrics: Arc<Metrics>,
     leadership: watch::Receiver<Leadership>,
     recorder: EventRecorder,
+    /// The product's name: prefix of field managers (`<name>-<controller>`).
+    name: Arc<str>,
     ready: ReadySink,
     stopped: watch::Receiver<bool>,
     /// Keeps an always-leading channel open while any handle lives (no election).
@@ -66,34 +65,7 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime from parts made elsewhere (a test harness, or a controller's `run` kept for
-    /// callers that predate the Manager): `ready` is told when the controller's caches synced,
-    /// `shutdown` resolving stops it. Events are reported as [`DEFAULT_REPORTER`].
-    pub fn from_parts(
-        client: Client,
-        watches: SharedWatches,
-        leadership: watch::Receiver<Leadership>,
-        metrics: Arc<Metrics>,
-        ready: impl Fn(bool) + Send + Sync + 'static,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> Self {
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(async move {
-            shutdown.await;
-            let _ = stop.send(true);
-        });
-        Self {
-            recorder: EventRecorder::new(client.clone(), DEFAULT_REPORTER),
-            client,
-            watches,
-            metrics,
-            leadership,
-            ready: Arc::new(move |_, ok| ready(ok)),
-            stopped,
-            _leading: None,
-        }
-    }
-
+    /// The API client (with request metrics when the Manager built it from a config).
     pub fn client(&self) -> &Client {
         &self.client
     }
@@ -103,6 +75,7 @@ impl Runtime {
         &self.watches
     }
 
+    /// The metrics registry `/metrics` serves; controllers may register their own series.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
@@ -112,6 +85,7 @@ impl Runtime {
         self.leadership.clone()
     }
 
+    /// Records Events, reported as the Manager's name.
     pub fn recorder(&self) -> &EventRecorder {
         &self.recorder
     }
@@ -121,11 +95,68 @@ impl Runtime {
         (self.ready)(name, ready);
     }
 
-    /// A closure reporting `name`'s readiness, for a controller `run` that takes one.
-    pub fn ready_fn(&self, name: &str) -> impl Fn(bool) + Send + Sync + 'static + use<> {
-        let ready = self.ready.clone();
-        let name = name.to_owned();
-        move |ok| ready(&name, ok)
+    /// Records `note` about `obj` with `action` (best effort: see [`crate::events`]).
+    pub async fn event<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        note: &EventNote,
+        action: &str,
+    ) {
+        self.recorder
+            .publish(&obj.object_ref(&()), note, action)
+            .await;
+    }
+
+    /// Writes `desired` as `obj`'s status for controller `controller` if it differs from
+    /// `current`, with the controller's field manager (see [`crate::status::write`]); returns
+    /// the new `resourceVersion` if it wrote.
+    pub async fn write_status<K, S>(
+        &self,
+        controller: &str,
+        obj: &K,
+        current: Option<&S>,
+        desired: &S,
+        lists: &[&str],
+    ) -> Result<Option<String>, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        S: serde::Serialize + PartialEq,
+    {
+        let manager = self.field_manager(controller);
+        crate::status::write(&self.client, obj, current, desired, lists, &manager).await
+    }
+
+    /// The field manager of controller `controller`'s writes: `<manager name>-<controller>`.
+    pub fn field_manager(&self, controller: &str) -> String {
+        format!("{}-{controller}", self.name)
+    }
+
+    /// Runs `task` until it ends or the process shuts down, whichever comes first.
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let shutdown = self.shutdown();
+        tokio::spawn(async move {
+            tokio::select! {
+                () = task => {}
+                () = shutdown => {}
+            }
+        });
+    }
+
+    /// Calls `tick` every `period` (the first time at once) until the process shuts down:
+    /// periodic reports such as a gauge recomputed from the caches.
+    pub fn every<F, Fut>(&self, period: Duration, mut tick: F)
+    where
+        F: FnMut() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                tick().await;
+            }
+        });
     }
 
     /// Resolves when the process shuts down.
@@ -137,13 +168,22 @@ impl Runtime {
     }
 }
 
+/// What the Manager's client is made from.
+enum ClientSource {
+    /// A kubeconfig: the Manager builds the client, with request metrics.
+    Config(kube::Config),
+    /// A client made elsewhere (a test's): no request metrics.
+    Client(Client),
+}
+
 /// How the Manager starts.
 pub struct ManagerBuilder {
-    config: kube::Config,
+    name: String,
+    client: ClientSource,
     metrics_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElectionConfig>,
+    leadership: Option<watch::Receiver<Leadership>>,
     shutdown_timeout: Duration,
-    reporter: String,
 }
 
 impl ManagerBuilder {
@@ -161,23 +201,27 @@ impl ManagerBuilder {
         self
     }
 
+    /// Leads exactly while `leadership` says so, instead of campaigning: for tests that play
+    /// a handover.
+    pub fn leadership(mut self, leadership: watch::Receiver<Leadership>) -> Self {
+        self.leadership = Some(leadership);
+        self
+    }
+
     /// How long in-flight reconciles may take to finish at shutdown. Default 25 s.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
         self
     }
 
-    /// The `reportingController` of the Events recorded. Default [`DEFAULT_REPORTER`].
-    pub fn reporter(mut self, name: &str) -> Self {
-        self.reporter = name.to_owned();
-        self
-    }
-
     /// Builds the client, binds the metrics server and joins the election.
     pub async fn build(self) -> std::io::Result<Manager> {
         let metrics = Metrics::new();
-        let client = crate::client::instrumented(self.config, &metrics)
-            .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?;
+        let client = match self.client {
+            ClientSource::Config(config) => crate::client::instrumented(config, &metrics)
+                .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?,
+            ClientSource::Client(client) => client,
+        };
         let watches = SharedWatches::new(client.clone());
         watches.register_metrics(&metrics);
         let health = Health::new();
@@ -194,12 +238,18 @@ impl ManagerBuilder {
             }
             None => None,
         };
-        let (elector, leadership, leading) = match self.leader_election {
-            Some(config) => {
+        let election = self
+            .leader_election
+            .as_ref()
+            .map_or(self.name.as_str(), |config| config.lease_name.as_str());
+        metrics.name_election(election);
+        let (elector, leadership, leading) = match (self.leadership, self.leader_election) {
+            (Some(rx), _) => (None, rx, None),
+            (None, Some(config)) => {
                 let (elector, rx) = LeaderElector::spawn(client.clone(), config);
                 (Some(elector), rx, None)
             }
-            None => {
+            (None, None) => {
                 let (tx, rx) = watch::channel(Leadership::Leading);
                 (None, rx, Some(Arc::new(tx)))
             }
@@ -207,7 +257,8 @@ impl ManagerBuilder {
         report_leadership(leadership.clone(), metrics.clone(), health.clone());
         let ready_health = health.clone();
         let runtime = Runtime {
-            recorder: EventRecorder::new(client.clone(), &self.reporter),
+            recorder: EventRecorder::new(client.clone(), &self.name),
+            name: self.name.into(),
             client,
             watches,
             metrics,
@@ -240,14 +291,26 @@ pub struct Manager {
 }
 
 impl Manager {
-    /// A Manager for the cluster of `config`.
-    pub fn builder(config: kube::Config) -> ManagerBuilder {
+    /// A Manager named `name` for the cluster of `config`. The name is the product's, as the
+    /// cluster sees it: the Events' reporting controller and the prefix of field managers.
+    pub fn builder(name: &str, config: kube::Config) -> ManagerBuilder {
+        Self::with_source(name, ClientSource::Config(config))
+    }
+
+    /// A Manager named `name` on a client made elsewhere (a test's): the same Manager, without
+    /// the client's request metrics.
+    pub fn for_client(name: &str, client: Client) -> ManagerBuilder {
+        Self::with_source(name, ClientSource::Client(client))
+    }
+
+    fn with_source(name: &str, client: ClientSource) -> ManagerBuilder {
         ManagerBuilder {
-            config,
+            name: name.to_owned(),
+            client,
             metrics_addr: None,
             leader_election: None,
+            leadership: None,
             shutdown_timeout: Duration::from_secs(25),
-            reporter: DEFAULT_REPORTER.to_owned(),
         }
     }
 

@@ -33,8 +33,9 @@ use prometheus_client::registry::{Metric, Registry};
 /// Content type of [`Metrics::encode`]'s output: prometheus_client writes OpenMetrics text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Value of the `name` label on `leader_election_master_status`: the lease Vigil campaigns for.
-pub const LEADER_ELECTION_NAME: &str = "vigil";
+/// Value of the `name` label on `leader_election_master_status` until
+/// [`Metrics::name_election`] names it (the Manager names it after its Lease).
+pub const DEFAULT_ELECTION_NAME: &str = "leader";
 
 /// controller-runtime's `reconcile_time_seconds` buckets, copied so latency dashboards line up.
 const RECONCILE_TIME_BUCKETS: [f64; 40] = [
@@ -217,6 +218,8 @@ pub struct Metrics {
     registry: Mutex<Registry>,
     families: Families,
     client: crate::client::ClientMetrics,
+    /// The `name` label of `leader_election_master_status`.
+    election: Mutex<String>,
 }
 
 impl Metrics {
@@ -232,6 +235,7 @@ impl Metrics {
             registry: Mutex::new(registry),
             families,
             client,
+            election: Mutex::new(DEFAULT_ELECTION_NAME.to_owned()),
         };
         metrics.set_leader(false);
         Arc::new(metrics)
@@ -262,11 +266,27 @@ impl Metrics {
         text
     }
 
-    /// Sets `leader_election_master_status{name="vigil"}` to 1 while leading, else 0.
+    /// Names the election in `leader_election_master_status{name}` (controller-runtime uses
+    /// the Lease's name); the series starts over at 0 under the new name.
+    pub fn name_election(&self, name: &str) {
+        let old = std::mem::replace(
+            &mut *self.election.lock().unwrap_or_else(PoisonError::into_inner),
+            name.to_owned(),
+        );
+        self.families.leader.remove(&NameLabel::new(&old));
+        self.set_leader(false);
+    }
+
+    /// Sets `leader_election_master_status{name}` to 1 while leading, else 0.
     pub fn set_leader(&self, leading: bool) {
+        let name = self
+            .election
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         self.families
             .leader
-            .get_or_create(&NameLabel::new(LEADER_ELECTION_NAME))
+            .get_or_create(&NameLabel::new(&name))
             .set(i64::from(leading));
     }
 
@@ -503,6 +523,7 @@ mod tests {
     #[test]
     fn leader_status_follows_set_leader() {
         let metrics = Metrics::new();
+        metrics.name_election("vigil");
         let series = r#"leader_election_master_status{name="vigil"}"#;
         assert!(metrics.encode().contains(&format!("{series} 0")));
         metrics.set_leader(true);

@@ -12,7 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Writes `desired` as `obj`'s status if it differs from `current` (the status the decision
-/// started from); returns whether it wrote.
+/// started from); returns the object's new `resourceVersion` if it wrote, `None` if there was
+/// nothing to write.
 ///
 /// A merge patch leaves alone what it does not mention, and a status type usually skips empty
 /// lists and `None`s when it serializes: so every field `current` has and `desired` lacks is
@@ -25,39 +26,41 @@ pub async fn write<K, S>(
     desired: &S,
     lists: &[&str],
     field_manager: &str,
-) -> Result<bool, kube::Error>
+) -> Result<Option<String>, kube::Error>
 where
     K: Resource<DynamicType = ()>,
     S: Serialize + PartialEq,
 {
     if current == Some(desired) {
-        return Ok(false);
+        return Ok(None);
     }
     let patch = merge_patch(current, desired, lists).map_err(kube::Error::SerdeError)?;
-    patch_status(client, obj, &patch, field_manager).await?;
-    Ok(true)
+    patch_status(client, obj, &patch, field_manager)
+        .await
+        .map(Some)
 }
 
 /// Sends `{"status": status}` as a merge patch to `obj`'s `/status` (for a partial write, such as
-/// the quarantine's `Degraded` condition).
+/// the quarantine's `Degraded` condition); returns the object's new `resourceVersion`.
 pub async fn patch_status<K>(
     client: &Client,
     obj: &K,
     status: &Value,
     field_manager: &str,
-) -> Result<(), kube::Error>
+) -> Result<String, kube::Error>
 where
     K: Resource<DynamicType = ()>,
 {
     let api = dynamic_api(client, obj);
     let patch = serde_json::json!({ "status": status });
-    api.patch_status(
-        &obj.name_any(),
-        &PatchParams::apply(field_manager),
-        &Patch::Merge(&patch),
-    )
-    .await?;
-    Ok(())
+    let written = api
+        .patch_status(
+            &obj.name_any(),
+            &PatchParams::apply(field_manager),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+    Ok(written.resource_version().unwrap_or_default())
 }
 
 /// An API for `obj`'s resource in `obj`'s namespace (or cluster-wide), whatever its scope.

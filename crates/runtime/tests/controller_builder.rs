@@ -8,19 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt as _;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher;
-use kube::{Client, ResourceExt as _};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::{mpsc, watch};
 use vigil_runtime::backoff::BackoffPolicy;
-use vigil_runtime::cache::lean_cache;
-use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
-use vigil_runtime::{ControllerBuilder, Runtime};
+use vigil_runtime::{ControllerBuilder, Manager};
 use vigil_testenv::{TestEnv, wait_for};
 
 const NAME: &str = "probe";
@@ -74,43 +70,35 @@ impl Running {
 
 /// Starts a controller counting in `probe` on `env`'s labelled ConfigMaps, wired further by
 /// `wire`.
-fn start(
+async fn start(
     env: &TestEnv,
     leadership: watch::Receiver<Leadership>,
     probe: Arc<Probe>,
     wire: impl FnOnce(ControllerBuilder<ConfigMap>) -> ControllerBuilder<ConfigMap> + Send + 'static,
 ) -> Running {
-    let client: Client = env.client();
-    let metrics = Metrics::new();
     let (stop, mut stopped) = watch::channel(false);
-    let runtime = Runtime::from_parts(
-        client.clone(),
-        SharedWatches::new(client),
-        leadership,
-        metrics.clone(),
-        |_| {},
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        },
-    );
     let namespace = env.namespace().to_owned();
     let context = probe.clone();
-    let task = tokio::spawn(async move {
-        let (store, writer) = reflector::store();
-        let stream = lean_cache(
-            writer,
-            Index::new(|_: &ConfigMap| Vec::new()),
-            // Only the test's own ConfigMaps (not `kube-root-ca.crt`).
-            runtime.watches().watch::<ConfigMap>(
-                Some(&namespace),
-                &watcher::Config::default().labels(PROBE_LABEL),
-            ),
-            |_| {},
-        );
-        wire(runtime.controller(NAME, store, stream))
+    let mut manager = Manager::for_client("probe-test", env.client())
+        .leadership(leadership)
+        .build()
+        .await
+        .expect("manager");
+    let metrics = manager.runtime().metrics().clone();
+    manager.add(NAME, move |runtime| async move {
+        // Only the test's own ConfigMaps (not `kube-root-ca.crt`).
+        let config_maps = runtime
+            .cache::<ConfigMap>()
+            .namespaces(Some(&[namespace].into()))
+            .labels(PROBE_LABEL)
+            .build();
+        wire(runtime.controller(NAME, &config_maps))
             .run(reconcile, context)
             .await;
     });
+    let task = tokio::spawn(manager.run_until(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
     Running {
         probe,
         metrics,
@@ -148,7 +136,8 @@ async fn an_extra_trigger_reconciles_the_object_it_names() {
     let polled = futures::stream::poll_fn(move |cx| poll_rx.poll_recv(cx));
     let running = start(&env, leading, Arc::default(), move |builder| {
         builder.triggers(polled)
-    });
+    })
+    .await;
 
     reconciled_more_than(&running.probe, "polled", 0).await;
     // Nothing changes in the API: only the trigger can bring the next reconcile.
@@ -180,7 +169,7 @@ async fn a_controllers_own_backoff_sets_when_an_object_is_quarantined() {
         fail: true,
         ..Probe::default()
     });
-    let running = start(&env, leading, probe, move |builder| builder.backoff(policy));
+    let running = start(&env, leading, probe, move |builder| builder.backoff(policy)).await;
 
     let quarantined = format!("vigil_quarantined_objects{{controller=\"{NAME}\"}} 1");
     wait_for("the failing ConfigMap quarantined", SETTLE, || async {
@@ -222,7 +211,8 @@ async fn leadership_hooks_run_on_each_change_before_everything_is_reconciled() {
                 .unwrap_or_else(|e| e.into_inner())
                 .push((now, count));
         })
-    });
+    })
+    .await;
 
     // A standby's reconciles are counted in the metrics but do no work.
     let standby_pass =

@@ -137,7 +137,7 @@ async fn metrics_expose_controller_runtime_names() {
         r#"controller_runtime_reconcile_total{controller="crisvc",result="success"} 1"#,
         r#"controller_runtime_reconcile_time_seconds_count{controller="crisvc"} 1"#,
         r#"workqueue_adds_total{name="crisvc"} 1"#,
-        r#"leader_election_master_status{name="vigil"} 1"#,
+        r#"leader_election_master_status{name="leader"} 1"#,
     ] {
         assert!(
             response.body.contains(expected),

@@ -72,7 +72,8 @@ async fn after_an_outage_controllers_act_again_at_once_and_healthz_stays_healthy
     vigil_testenv::install_crd(&env.client(), &crd)
         .await
         .expect("Foo CRD served");
-    let mut manager = Manager::builder(env.config().await.expect("configuration"))
+    let config = env.config().await.expect("configuration");
+    let mut manager = Manager::builder(sample_controller::NAME, config)
         .metrics_addr("127.0.0.1:0".parse().expect("an address"))
         .build()
         .await

@@ -41,8 +41,7 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
         .expect("Foo CRD served");
 
     let config = env.config().await.expect("client configuration");
-    let mut manager = Manager::builder(config)
-        .reporter(sample_controller::NAME)
+    let mut manager = Manager::builder(sample_controller::NAME, config)
         .build()
         .await
         .expect("manager");
