@@ -34,8 +34,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_object_without_status_has_no_conditions() {
-        let cr = CriticalService::new("a", Default::default());
-        assert!(cr.conditions().is_empty());
+    fn conditions_are_read_from_the_status() {
+        let mut cr: CriticalService =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}, "spec": {}}))
+                .expect("a CriticalService");
+        assert!(cr.conditions().is_empty(), "no status, no conditions");
+        cr.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "conditions": [{"type": "Ready", "status": "True", "reason": "R", "message": "",
+                    "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+            }))
+            .expect("a status"),
+        );
+        assert_eq!(cr.conditions()[0].type_, "Ready");
     }
 }

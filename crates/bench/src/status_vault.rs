@@ -26,12 +26,10 @@ use kube::{Client, CustomResourceExt as _, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::watch;
 use vigil_apis::StatusBackupPolicy;
-use vigil_controllers::status_vault::StatusVault;
 use vigil_controllers::status_vault::controller::SavedHook;
 use vigil_controllers::status_vault::model::Settings;
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
+use vigil_controllers::status_vault::{self, StatusVault};
+use vigil_runtime::Manager;
 use vigil_vault::{EncryptionKey, ObjectKey, Record, Saved, Vault, VaultOptions};
 
 use crate::support::sandbox::spawn_sandbox;
@@ -206,26 +204,17 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
             ));
         }
     });
-    let (leading_tx, leading) = watch::channel(Leadership::Leading);
-    let controller = StatusVault::with_hook(
-        client.clone(),
-        SharedWatches::new(client.clone()),
-        Settings {
-            default_location: vault_location.clone(),
-            default_key_file: None,
-        },
-        leading,
-        Some(hook),
-    );
+    let mut manager = Manager::for_client("vigil", client.clone()).build().await?;
+    let settings = Settings {
+        default_location: vault_location.clone(),
+        default_key_file: None,
+    };
+    let controller = StatusVault::on(manager.runtime(), settings).on_saved(hook);
+    manager.add(status_vault::NAME, move |rt| controller.run_on(rt));
     let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(async move {
-        let _keep = leading_tx;
-        controller
-            .run(Metrics::new(), |_| {}, async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await;
-    });
+    let task = tokio::spawn(manager.run_until(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
     let policies: Api<StatusBackupPolicy> = Api::all(client.clone());
     wait_until("the policy to be Ready", || async {
         policies.get("bench").await.ok().is_some_and(|p| {

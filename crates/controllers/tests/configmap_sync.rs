@@ -121,16 +121,8 @@ impl World {
 
     /// Runs the controller with these settings and its own client.
     fn controller_with_client(&self, settings: Settings, client: kube::Client) -> Running {
-        Running::spawn(client, |client, watches, leading, metrics, shutdown| {
-            controller::run(
-                client,
-                watches,
-                settings,
-                leading,
-                metrics,
-                |_| {},
-                shutdown,
-            )
+        Running::spawn(client, move |manager| {
+            manager.add(controller::NAME, move |rt| controller::run_on(rt, settings));
         })
     }
 

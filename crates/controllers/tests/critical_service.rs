@@ -160,18 +160,9 @@ async fn start_controller_with(
         },
         watched_namespaces: Some(namespaces),
     };
-    let controller =
-        support::Running::spawn(client, |client, watches, leading, metrics, shutdown| {
-            controller::run(
-                client,
-                watches,
-                settings,
-                leading,
-                metrics,
-                |_| {},
-                shutdown,
-            )
-        });
+    let controller = support::Running::spawn(client, move |manager| {
+        manager.add(controller::NAME, move |rt| controller::run_on(rt, settings));
+    });
     Running {
         controller,
         _serial: serial,

@@ -109,16 +109,8 @@ impl World {
     /// side by side and each controller must leave the others' Topics alone).
     fn controller_with_client(&self, mut settings: Settings, client: kube::Client) -> Running {
         settings.namespaces = Some([self.env.namespace().to_owned()].into());
-        Running::spawn(client, |client, watches, leading, metrics, shutdown| {
-            controller::run(
-                client,
-                watches,
-                settings,
-                leading,
-                metrics,
-                |_| {},
-                shutdown,
-            )
+        Running::spawn(client, move |manager| {
+            manager.add(controller::NAME, move |rt| controller::run_on(rt, settings));
         })
     }
 

@@ -28,10 +28,10 @@ use vigil_controllers::permissions;
 use vigil_controllers::status_vault::PERMISSIONS;
 use vigil_controllers::status_vault::controller::covered_kind_permissions;
 use vigil_controllers::status_vault::model::Settings;
-use vigil_controllers::status_vault::{RestoreOutcome, StatusRestorer, StatusVault};
+use vigil_controllers::status_vault::{self, RestoreOutcome, StatusRestorer, StatusVault};
+use vigil_runtime::Manager;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::{RbacAttributes, RequestLog, SETTLE_TIMEOUT, TestEnv, wait_for};
 use vigil_vault::{ObjectKey, Record, Vault, VaultOptions};
 
@@ -184,25 +184,18 @@ async fn start_with_client(
         default_location: dir.display().to_string(),
         default_key_file: None,
     };
-    let (leading_tx, leading) = watch::channel(Leadership::Leading);
-    let vault = StatusVault::new(
-        client.clone(),
-        SharedWatches::new(client),
-        settings,
-        leading,
-    );
+    let mut manager = Manager::for_client("vigil", client)
+        .build()
+        .await
+        .expect("a manager");
+    let vault = StatusVault::on(manager.runtime(), settings);
     let restorer = vault.restorer();
+    let metrics = manager.runtime().metrics().clone();
+    manager.add(status_vault::NAME, move |rt| vault.run_on(rt));
     let (stop, mut stopped) = watch::channel(false);
-    let metrics = Metrics::new();
-    let registry = metrics.clone();
-    let task = tokio::spawn(async move {
-        let _keep = leading_tx;
-        vault
-            .run(registry, |_| {}, async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            })
-            .await;
-    });
+    let task = tokio::spawn(manager.run_until(async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    }));
     Running {
         restorer,
         metrics,
@@ -1173,17 +1166,21 @@ async fn a_standby_writes_nothing_until_it_leads() {
     let standby_dir = leader.dir.with_extension("standby");
     let _ = std::fs::remove_dir_all(&standby_dir);
     let (leading_tx, leading) = watch::channel(Leadership::Following);
-    let standby = StatusVault::new(
-        env.client(),
-        SharedWatches::new(env.client()),
+    let mut manager = Manager::for_client("vigil", env.client())
+        .leadership(leading)
+        .build()
+        .await
+        .expect("a manager");
+    let standby = StatusVault::on(
+        manager.runtime(),
         Settings {
             default_location: standby_dir.display().to_string(),
             default_key_file: None,
         },
-        leading,
     );
+    manager.add(status_vault::NAME, move |rt| standby.run_on(rt));
     let (stop, mut stopped) = watch::channel(false);
-    let task = tokio::spawn(standby.run(Metrics::new(), |_| {}, async move {
+    let task = tokio::spawn(manager.run_until(async move {
         let _ = stopped.wait_for(|s| *s).await;
     }));
 

@@ -28,8 +28,9 @@
 //!
 //! Shared watches back off on their own, so the controller's own trigger back-off is off.
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -74,6 +75,37 @@ where
     field_manager: String,
     event_action: String,
     leadership_hooks: Vec<LeadershipHook>,
+    filter: Arc<Mutex<TriggerFilter<K>>>,
+}
+
+/// What of an object must change for a change to it to trigger a reconcile: a hash of it, or
+/// `None` for "always".
+pub type Predicate<K> = fn(&K) -> Option<u64>;
+
+/// The primary trigger's filter (see [`ControllerBuilder::trigger_on`]).
+struct TriggerFilter<K: Resource<DynamicType = ()>> {
+    predicate: Option<Predicate<K>>,
+    seen: HashMap<ObjectRef<K>, u64>,
+}
+
+impl<K: Resource<DynamicType = ()>> Default for TriggerFilter<K> {
+    fn default() -> Self {
+        Self {
+            predicate: None,
+            seen: HashMap::new(),
+        }
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> TriggerFilter<K> {
+    /// Whether a change to `obj` triggers: the first sight of it does, then only a change of
+    /// its predicate's value.
+    fn passes(&mut self, obj: &K) -> bool {
+        let Some(value) = self.predicate.and_then(|predicate| predicate(obj)) else {
+            return true;
+        };
+        self.seen.insert(ObjectRef::from_obj(obj), value) != Some(value)
+    }
 }
 
 impl Runtime {
@@ -82,18 +114,32 @@ impl Runtime {
     pub fn controller<K: Cached>(&self, name: &str, cache: &Cache<K>) -> ControllerBuilder<K> {
         let metrics = self.metrics().controller(name);
         let queue = QueueTracker::new(metrics.clone());
-        let stream = cache.subscribe_from_start().map({
-            let queue = queue.clone();
-            move |obj| {
-                queue.added(ObjectRef::from_obj(&obj));
-                Ok(obj)
-            }
-        });
+        let filter = Arc::new(Mutex::new(TriggerFilter::default()));
+        let stream = cache
+            .subscribe_from_start()
+            .filter({
+                let filter = filter.clone();
+                move |obj| {
+                    let passes = filter
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .passes(obj);
+                    futures::future::ready(passes)
+                }
+            })
+            .map({
+                let queue = queue.clone();
+                move |obj| {
+                    queue.added(ObjectRef::from_obj(&obj));
+                    Ok(obj)
+                }
+            });
         ControllerBuilder {
             name: name.to_owned(),
             runtime: self.clone(),
             controller: Controller::for_stream(stream, cache.store().clone())
                 .trigger_backoff(NoTriggerBackoff),
+            filter,
             queue,
             metrics,
             backoffs: Arc::new(Backoffs::new(BackoffPolicy::default())),
@@ -108,6 +154,17 @@ impl Runtime {
 }
 
 impl<K: Cached> ControllerBuilder<K> {
+    /// Reconciles a changed object only when `predicate`'s value for it changed (as
+    /// kube-runtime's `predicate_filter`): e.g. not for the controller's own status writes,
+    /// when a requeue paces its passes. Other triggers are not filtered.
+    pub fn trigger_on(self, predicate: Predicate<K>) -> Self {
+        self.filter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .predicate = Some(predicate);
+        self
+    }
+
     /// Reconciles running at once (default [`DEFAULT_CONCURRENCY`]).
     pub fn concurrency(mut self, concurrency: u16) -> Self {
         self.concurrency = concurrency;

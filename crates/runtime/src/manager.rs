@@ -183,6 +183,7 @@ pub struct ManagerBuilder {
     metrics_addr: Option<SocketAddr>,
     leader_election: Option<LeaderElectionConfig>,
     leadership: Option<watch::Receiver<Leadership>>,
+    metrics: Option<Arc<Metrics>>,
     shutdown_timeout: Duration,
 }
 
@@ -201,6 +202,13 @@ impl ManagerBuilder {
         self
     }
 
+    /// Registers every series in `metrics` instead of a registry of its own (a test that reads
+    /// them before the Manager is built).
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
     /// Leads exactly while `leadership` says so, instead of campaigning: for tests that play
     /// a handover.
     pub fn leadership(mut self, leadership: watch::Receiver<Leadership>) -> Self {
@@ -216,7 +224,7 @@ impl ManagerBuilder {
 
     /// Builds the client, binds the metrics server and joins the election.
     pub async fn build(self) -> std::io::Result<Manager> {
-        let metrics = Metrics::new();
+        let metrics = self.metrics.unwrap_or_else(Metrics::new);
         let client = match self.client {
             ClientSource::Config(config) => crate::client::instrumented(config, &metrics)
                 .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?,
@@ -310,6 +318,7 @@ impl Manager {
             metrics_addr: None,
             leader_election: None,
             leadership: None,
+            metrics: None,
             shutdown_timeout: Duration::from_secs(25),
         }
     }
@@ -352,14 +361,16 @@ impl Manager {
     }
 
     /// Runs until `signal` resolves; then stops the controllers (in-flight reconciles finish,
-    /// within the shutdown timeout), releases the Lease and stops serving.
+    /// within the shutdown timeout), releases the Lease and stops serving. Dropped before that
+    /// (its task aborted), it ends its controllers at once, as a killed process would.
     pub async fn run_until(self, signal: impl Future<Output = ()>) {
         let names: Vec<&str> = self.controllers.iter().map(|(n, _)| n.as_str()).collect();
         tracing::info!(controllers = ?names, "running");
+        let mut controllers = AbortOnDrop(self.controllers);
         signal.await;
         tracing::info!("shutting down: finishing in-flight work");
         let _ = self.stop.send(true);
-        let drain = futures::future::join_all(self.controllers.into_iter().map(|(_, t)| t));
+        let drain = futures::future::join_all(controllers.0.iter_mut().map(|(_, t)| t));
         if tokio::time::timeout(self.shutdown_timeout, drain)
             .await
             .is_err()
@@ -371,6 +382,17 @@ impl Manager {
         }
         if let Some((_, server)) = self.server {
             let _ = server.await;
+        }
+    }
+}
+
+/// The controllers' tasks, aborted if the Manager is dropped while they run.
+struct AbortOnDrop(Vec<(String, JoinHandle<()>)>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for (_, task) in &self.0 {
+            task.abort();
         }
     }
 }

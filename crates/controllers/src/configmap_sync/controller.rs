@@ -10,22 +10,16 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use tokio::sync::watch;
-use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::{DestinationState, SyncedKind};
+use vigil_apis::{ConfigMapSync, HasConditions as _};
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::{lean_cache, watch_all};
-use vigil_runtime::controller::store_synced;
 use vigil_runtime::index::Index;
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_runtime::{finalizer, status};
 
 use super::cache;
@@ -125,23 +119,8 @@ struct Context {
     writes: Family<VerbLabel, Counter>,
 }
 
-/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
-pub async fn run(
-    client: Client,
-    watches: SharedWatches,
-    settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    registry: Arc<Metrics>,
-    ready: impl Fn(bool) + Send + Sync + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
-    run_on(runtime, settings).await;
-}
-
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
-    let watches = runtime.watches().clone();
     let registry = runtime.metrics();
     let destinations = Family::<StateLabel, Gauge>::default();
     registry.register(
@@ -155,50 +134,42 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         "Writes to copies by verb (create, update, delete)",
         writes.clone(),
     );
-    let (syncs, sync_writer) = reflector::store();
-    let (config_maps, config_map_writer) = reflector::store();
-    let (namespaces, namespace_writer) = reflector::store();
-    let mut caches = Caches {
-        syncs: syncs.clone(),
-        sync_index: Index::new(cache::sync_keys),
-        config_maps,
-        config_map_index: Index::new(cache::object_keys::<ConfigMap>),
-        secrets: None,
-        namespaces,
-    };
-    let mut secret_stream = None;
-    if settings.secrets {
-        let (store, writer) = reflector::store();
-        let index = Index::new(cache::object_keys::<Secret>);
-        secret_stream = Some(lean_cache(
-            writer,
-            index.clone(),
-            watch_all::<Secret>(&watches),
-            cache::slim_secret,
-        ));
-        caches.secrets = Some((store, index));
-    }
-
-    let sync_stream = lean_cache(
-        sync_writer,
-        caches.sync_index.clone(),
-        watch_all::<ConfigMapSync>(&watches),
-        cache::slim_sync,
-    );
-    let config_map_stream = lean_cache(
-        config_map_writer,
-        caches.config_map_index.clone(),
-        watch_all::<ConfigMap>(&watches),
-        cache::slim_config_map,
-    );
+    let syncs = runtime
+        .cache::<ConfigMapSync>()
+        .slim(cache::slim_sync)
+        .index(cache::sync_keys)
+        .build();
+    let config_maps = runtime
+        .cache::<ConfigMap>()
+        .slim(cache::slim_config_map)
+        .index(cache::object_keys::<ConfigMap>)
+        .build();
     // Namespaces are few and read whole (labels): no index.
-    let namespace_stream = lean_cache(
-        namespace_writer,
-        Index::new(|_: &Namespace| Vec::new()),
-        watch_all::<Namespace>(&watches),
-        cache::slim_namespace,
-    );
-    tokio::spawn(report_destinations(syncs.clone(), destinations));
+    let namespaces = runtime
+        .cache::<Namespace>()
+        .slim(cache::slim_namespace)
+        .build();
+    let secrets = settings.secrets.then(|| {
+        runtime
+            .cache::<Secret>()
+            .slim(cache::slim_secret)
+            .index(cache::object_keys::<Secret>)
+            .build()
+    });
+    let caches = Caches {
+        syncs: syncs.store().clone(),
+        sync_index: syncs.index().clone(),
+        config_maps: config_maps.store().clone(),
+        config_map_index: config_maps.index().clone(),
+        secrets: secrets
+            .as_ref()
+            .map(|s| (s.store().clone(), s.index().clone())),
+        namespaces: namespaces.store().clone(),
+    };
+    let gauge_syncs = caches.syncs.clone();
+    runtime.every(Duration::from_secs(2), move || {
+        report_destinations(gauge_syncs.clone(), destinations.clone())
+    });
 
     let sync_index = caches.sync_index.clone();
     let for_config_map = move |cm: ConfigMap| syncs_for_object(&sync_index, &cm);
@@ -207,18 +178,15 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     let ns_syncs = caches.syncs.clone();
     let for_namespace = move |ns: Namespace| syncs_for_namespace(&ns_syncs, &ns.name_any());
 
-    // Deciding on half-filled caches would report missing sources and re-create copies.
+    // Deciding on half-filled caches would report missing sources and re-create copies: the
+    // builder waits for every cache it is given.
     let mut controller = runtime
-        .controller(NAME, syncs, sync_stream)
+        .controller(NAME, &syncs)
         .concurrency(RECONCILE_CONCURRENCY)
-        .watches(config_map_stream, for_config_map)
-        .watches(namespace_stream, for_namespace)
-        .wait_for(store_synced(caches.config_maps.clone()))
-        .wait_for(store_synced(caches.namespaces.clone()));
-    if let (Some(stream), Some((store, _))) = (secret_stream, &caches.secrets) {
-        controller = controller
-            .watches(stream, for_secret)
-            .wait_for(store_synced(store.clone()));
+        .watches(&config_maps, for_config_map)
+        .watches(&namespaces, for_namespace);
+    if let Some(secrets) = &secrets {
+        controller = controller.watches(secrets, for_secret);
     }
     let ctx = Arc::new(Context {
         runtime: runtime.clone(),
@@ -227,12 +195,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         writes,
     });
     controller
-        .quarantine_condition(|sync: &ConfigMapSync| {
-            sync.status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default()
-        })
+        .quarantine_condition(ConfigMapSync::conditions)
         .field_manager(FIELD_MANAGER)
         .event_action("Sync")
         .run(reconcile, ctx)
@@ -283,22 +246,18 @@ fn syncs_for_namespace(syncs: &Store<ConfigMapSync>, ns: &str) -> Vec<ObjectRef<
 
 /// Keeps `vigil_configmapsync_destinations{state}` current from the cached statuses.
 async fn report_destinations(syncs: Store<ConfigMapSync>, gauge: Family<StateLabel, Gauge>) {
-    let mut tick = tokio::time::interval(Duration::from_secs(2));
-    loop {
-        tick.tick().await;
-        let mut counts: BTreeMap<DestinationState, i64> = BTreeMap::new();
-        for sync in syncs.state() {
-            for d in sync.status.iter().flat_map(|s| s.destinations.iter()) {
-                *counts.entry(d.state).or_default() += 1;
-            }
+    let mut counts: BTreeMap<DestinationState, i64> = BTreeMap::new();
+    for sync in syncs.state() {
+        for d in sync.status.iter().flat_map(|s| s.destinations.iter()) {
+            *counts.entry(d.state).or_default() += 1;
         }
-        for state in DestinationState::ALL {
-            gauge
-                .get_or_create(&StateLabel {
-                    state: state.as_str(),
-                })
-                .set(counts.get(&state).copied().unwrap_or(0));
-        }
+    }
+    for state in DestinationState::ALL {
+        gauge
+            .get_or_create(&StateLabel {
+                state: state.as_str(),
+            })
+            .set(counts.get(&state).copied().unwrap_or(0));
     }
 }
 

@@ -10,20 +10,18 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplate};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource as _, ResourceExt as _};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
-use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
+use vigil_apis::{CriticalService, HasConditions as _};
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::{lean_cache, watch_all, watch_in};
-use vigil_runtime::compact::{self, CompactStore, compact_cache};
+use vigil_runtime::cache::{Source as _, Synced};
+use vigil_runtime::compact::{self, CompactStore};
 use vigil_runtime::events;
 use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 
 use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
 use super::decide::{covers, decide};
@@ -111,80 +109,56 @@ struct Context {
     written: StatusMemo,
 }
 
-/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
-pub async fn run(
-    client: Client,
-    watches: SharedWatches,
-    settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    registry: Arc<Metrics>,
-    ready: impl Fn(bool) + Send + Sync + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
-    run_on(runtime, settings).await;
-}
-
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
     let namespaces = settings.watched_namespaces.clone();
-    let watches = runtime.watches().clone();
     let lame_gauge = Gauge::<i64>::default();
     runtime.metrics().register(
         "vigil_lame_services",
         "Services with a selector and no ready endpoint that no CriticalService covers",
         lame_gauge.clone(),
     );
-    let (crs, cr_writer) = reflector::store();
-    let (services, service_writer) = reflector::store();
-    let pods = CompactStore::default();
-    let slices = CompactStore::default();
-    let (templates, template_writer) = reflector::store();
-    let caches = Caches {
-        crs: crs.clone(),
-        services,
-        pods,
-        slices,
-        templates,
-        cr_index: Index::new(cache::critical_service_keys),
-        service_index: Index::new(cache::service_keys),
-        pod_index: Index::new(cache::pod_keys),
-        slice_index: Index::new(cache::slice_keys),
-    };
-
-    let cr_stream = lean_cache(
-        cr_writer,
-        caches.cr_index.clone(),
-        watch_all::<CriticalService>(&watches),
-        cache::slim_critical_service,
-    );
-    let service_stream = lean_cache(
-        service_writer,
-        caches.service_index.clone(),
-        watch_in::<CachedService>(&watches, namespaces.as_ref()),
-        cache::slim_service,
-    );
-    let pod_stream = compact_cache(
-        caches.pods.clone(),
-        caches.pod_index.clone(),
-        watch_in::<CachedPod>(&watches, namespaces.as_ref()),
-        cache::slim_pod,
-        cache::pod_entry,
-    );
-    let slice_stream = compact_cache(
-        caches.slices.clone(),
-        caches.slice_index.clone(),
-        watch_in::<CachedSlice>(&watches, namespaces.as_ref()),
-        cache::slim_slice,
-        cache::slice_entry,
-    );
+    let crs = runtime
+        .cache::<CriticalService>()
+        .slim(cache::slim_critical_service)
+        .index(cache::critical_service_keys)
+        .build();
+    let services = runtime
+        .cache::<CachedService>()
+        .namespaces(namespaces.as_ref())
+        .slim(cache::slim_service)
+        .index(cache::service_keys)
+        .build();
+    // Pods are most of a cluster: kept as compact entries, not objects.
+    let pods = runtime
+        .cache::<CachedPod>()
+        .namespaces(namespaces.as_ref())
+        .slim(cache::slim_pod)
+        .index(cache::pod_keys)
+        .build_compact(cache::pod_entry);
+    let slices = runtime
+        .cache::<CachedSlice>()
+        .namespaces(namespaces.as_ref())
+        .slim(cache::slim_slice)
+        .index(cache::slice_keys)
+        .build_compact(cache::slice_entry);
     // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
-    let template_stream = lean_cache(
-        template_writer,
-        Index::new(|_| Vec::new()),
-        watch_in::<PodTemplate>(&watches, None),
-        cache::slim_template,
-    );
+    let templates = runtime
+        .cache::<PodTemplate>()
+        .namespaces(None)
+        .slim(cache::slim_template)
+        .build();
+    let caches = Caches {
+        crs: crs.store().clone(),
+        services: services.store().clone(),
+        pods: pods.store().clone(),
+        slices: slices.store().clone(),
+        templates: templates.store().clone(),
+        cr_index: crs.index().clone(),
+        service_index: services.index().clone(),
+        pod_index: pods.index().clone(),
+        slice_index: slices.index().clone(),
+    };
 
     let ctx = Arc::new(Context {
         runtime: runtime.clone(),
@@ -193,24 +167,13 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         written: StatusMemo::default(),
     });
 
-    // The secondary caches synced once: what reconciles wait for (through the builder) and the
-    // lame-Service report too. kube-runtime's `wait_until_ready` wakes a single waiter per
-    // store, so this is the only one; kube-runtime's Controller itself waits on the
-    // CriticalService store.
-    let (synced_tx, synced) = watch::channel(false);
-    let ready_caches = caches.clone();
-    let secondaries_synced = async move {
-        let (a, (), (), d) = tokio::join!(
-            ready_caches.services.wait_until_ready(),
-            ready_caches.pods.wait_until_ready(),
-            ready_caches.slices.wait_until_ready(),
-            ready_caches.templates.wait_until_ready()
-        );
-        let ok = a.is_ok() && d.is_ok();
-        let _ = synced_tx.send(ok);
-        ok
-    };
-    tokio::spawn(report_lame_services(
+    let synced = vec![
+        services.synced(),
+        pods.synced(),
+        slices.synced(),
+        templates.synced(),
+    ];
+    runtime.spawn(report_lame_services(
         caches.clone(),
         ctx.settings.clone(),
         lame_gauge,
@@ -235,19 +198,13 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         move |t: PodTemplate| crs_using_template(&template_caches.crs, &template_settings, &t);
 
     runtime
-        .controller(NAME, crs, cr_stream)
+        .controller(NAME, &crs)
         .concurrency(MAX_CONCURRENT_RECONCILES)
-        .watches(service_stream, for_service)
-        .watches(pod_stream, for_pod)
-        .watches(slice_stream, for_slice)
-        .watches(template_stream, for_template)
-        .wait_for(secondaries_synced)
-        .quarantine_condition(|cr: &CriticalService| {
-            cr.status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default()
-        })
+        .watches(&services, for_service)
+        .watches(&pods, for_pod)
+        .watches(&slices, for_slice)
+        .watches(&templates, for_template)
+        .quarantine_condition(CriticalService::conditions)
         .field_manager(FIELD_MANAGER)
         .run(reconcile, ctx)
         .await;
@@ -429,10 +386,12 @@ async fn report_lame_services(
     settings: Settings,
     gauge: Gauge<i64>,
     leadership: watch::Receiver<Leadership>,
-    mut synced: watch::Receiver<bool>,
+    synced: Vec<Synced>,
 ) {
-    if synced.wait_for(|s| *s).await.is_err() {
-        return;
+    for cache in synced {
+        if !cache.wait().await {
+            return;
+        }
     }
     let mut known = BTreeSet::new();
     let mut tick = tokio::time::interval(LAME_REPORT_INTERVAL);

@@ -12,30 +12,26 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::watcher;
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+use vigil_apis::HasConditions as _;
 use vigil_apis::kafka_topic::{ClusterRef, SaslMechanism as ApiSasl, Topic, TopicStatus};
 use vigil_kafka::{
     Admin, ClientConfig, RequestCounts, SaslConfig, SaslMechanism, ScramHash, TlsConfig,
 };
 use vigil_runtime::Runtime;
 use vigil_runtime::backoff::BackoffPolicy;
-use vigil_runtime::cache::{lean_cache, watch_in};
+use vigil_runtime::cache::{Cache, Source as _};
 use vigil_runtime::finalizer;
-use vigil_runtime::index::Index;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{
     self, BrokerOp, EventNote, FINALIZER, Failure, Inputs, Observation, Observed, Plan, TopicView,
@@ -172,20 +168,6 @@ struct Context {
     settled: Mutex<HashMap<ObjectRef<Topic>, String>>,
 }
 
-/// Runs the controller until `shutdown` resolves. `ready` is set once the Topic cache synced.
-pub async fn run(
-    client: Client,
-    watches: SharedWatches,
-    settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    registry: Arc<Metrics>,
-    ready: impl Fn(bool) + Send + Sync + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
-    run_on(runtime, settings).await;
-}
-
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
     let registry = runtime.metrics();
@@ -209,22 +191,11 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
             })
             .inc();
     }));
-    let (topics, writer) = reflector::store();
-    // Synced once the watch listed every Topic. The Controller is the one waiter
-    // `wait_until_ready` wakes on its own store, so this is seen on the stream instead.
-    let (synced_tx, synced) = watch::channel(false);
-    let events =
-        watch_in::<Topic>(runtime.watches(), settings.namespaces.as_ref()).inspect(move |e| {
-            if matches!(e, Ok(watcher::Event::InitDone)) {
-                synced_tx.send_if_modified(|s| !std::mem::replace(s, true));
-            }
-        });
-    let topic_stream = lean_cache(
-        writer,
-        Index::new(|_: &Topic| Vec::new()),
-        events,
-        slim_topic,
-    );
+    let topics = runtime
+        .cache::<Topic>()
+        .namespaces(settings.namespaces.as_ref())
+        .slim(slim_topic)
+        .build();
     let retry_max = settings.retry_max;
     let ctx = Arc::new(Context {
         runtime: runtime.clone(),
@@ -237,22 +208,14 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
 
     let (drift_tx, drift_rx) = mpsc::channel::<ObjectRef<Topic>>(1024);
     if !ctx.settings.drift_interval.is_zero() {
-        let poll = poll_drift(ctx.clone(), topics.clone(), synced.clone(), drift_tx);
-        let shutdown = runtime.shutdown();
-        tokio::spawn(async move {
-            tokio::select! {
-                () = poll => {}
-                () = shutdown => {}
-            }
-        });
+        runtime.spawn(poll_drift(ctx.clone(), topics.clone(), drift_tx));
     }
     let drifted = futures::stream::unfold(drift_rx, |mut rx| async move {
         rx.recv().await.map(|r| (r, rx))
     });
     let forget_ctx = ctx.clone();
-    let mut topics_synced = synced;
     runtime
-        .controller(NAME, topics, topic_stream)
+        .controller(NAME, &topics)
         .concurrency(RECONCILE_CONCURRENCY)
         .triggers(drifted)
         // Becoming leader (again): look at everything, the broker included — another replica
@@ -273,15 +236,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
             quarantine_interval: retry_max,
             ..BackoffPolicy::default()
         })
-        // Ready (and reconciling) once the Topics are listed.
-        .wait_for(async move { topics_synced.wait_for(|s| *s).await.is_ok() })
-        .quarantine_condition(|topic: &Topic| {
-            topic
-                .status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default()
-        })
+        .quarantine_condition(Topic::conditions)
         .field_manager(FIELD_MANAGER)
         .run(reconcile, ctx)
         .await;
@@ -668,11 +623,10 @@ async fn publish(ctx: &Context, topic: &Topic, notes: &[EventNote]) {
 /// reconciled (which restores it and reports the drift).
 async fn poll_drift(
     ctx: Arc<Context>,
-    topics: Store<Topic>,
-    mut synced: watch::Receiver<bool>,
+    topics: Cache<Topic>,
     drifted: mpsc::Sender<ObjectRef<Topic>>,
 ) {
-    if synced.wait_for(|s| *s).await.is_err() {
+    if !topics.synced().wait().await {
         return;
     }
     let mut tick = tokio::time::interval(ctx.settings.drift_interval);

@@ -12,26 +12,18 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt as _, watcher};
-use kube::{Client, Resource as _, ResourceExt as _};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource as _, ResourceExt as _};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use sha2::Digest as _;
-use tokio::sync::watch;
-use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::{KubernetesClusterStatus, Phase};
+use vigil_apis::{HasConditions as _, KubernetesCluster};
 use vigil_provider::{ClusterProvider, Deletion, ProviderCluster, ProviderError, Providers};
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::{lean_cache, watch_all};
-use vigil_runtime::controller::store_synced;
-use vigil_runtime::index::Index;
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 
 use super::decide::{self, DeletionInputs, DeletionLookup, Inputs};
 pub use super::model::kubeconfig_secret_name;
@@ -143,20 +135,6 @@ pub struct Config {
     pub restorer: Option<StatusRestorer>,
 }
 
-/// Runs the controller until `shutdown` resolves. `ready` is set once every cache has synced.
-pub async fn run(
-    client: Client,
-    watches: SharedWatches,
-    config: Config,
-    leadership: watch::Receiver<Leadership>,
-    registry: Arc<Metrics>,
-    ready: impl Fn(bool) + Send + Sync + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static,
-) {
-    let runtime = Runtime::from_parts(client, watches, leadership, registry, ready, shutdown);
-    run_on(runtime, config).await;
-}
-
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, config: Config) {
     let registry = runtime.metrics();
@@ -182,32 +160,16 @@ pub async fn run_on(runtime: Runtime, config: Config) {
         phases.clone(),
     );
 
-    let watches = runtime.watches();
-    let (clusters, cluster_writer) = reflector::store();
-    let cluster_stream = lean_cache(
-        cluster_writer,
-        Index::new(|_: &KubernetesCluster| Vec::new()),
-        watch_all::<KubernetesCluster>(watches),
-        slim_cluster,
-    )
-    // Our own status writes do not start the next pass: the requeue paces the polls.
-    .predicate_filter(reconcile_trigger, Default::default());
-    let (secrets, secret_writer) = reflector::store();
-    let secret_stream = lean_cache(
-        secret_writer,
-        Index::new(|_: &Secret| Vec::new()),
-        watches.watch::<Secret>(None, &watcher::Config::default().labels(KUBECONFIG_LABEL)),
-        slim_secret,
-    );
-
-    let report = report_phases(clusters.clone(), phases);
-    let shutdown = runtime.shutdown();
-    tokio::spawn(async move {
-        tokio::select! {
-            () = report => {}
-            () = shutdown => {}
-        }
-    });
+    let clusters = runtime
+        .cache::<KubernetesCluster>()
+        .slim(slim_cluster)
+        .build();
+    let secrets = runtime
+        .cache::<Secret>()
+        .labels(KUBECONFIG_LABEL)
+        .slim(slim_secret)
+        .build();
+    runtime.spawn(report_phases(clusters.store().clone(), phases));
 
     let provider_names = config.providers.names().map(str::to_owned).collect();
     let ctx = Arc::new(Context {
@@ -216,7 +178,7 @@ pub async fn run_on(runtime: Runtime, config: Config) {
         providers: config.providers,
         provider_names,
         restorer: config.restorer,
-        secrets: secrets.clone(),
+        secrets: secrets.store().clone(),
         cluster_metrics,
         waiting_for_restore: Default::default(),
     });
@@ -230,17 +192,12 @@ pub async fn run_on(runtime: Runtime, config: Config) {
     };
 
     runtime
-        .controller(NAME, clusters, cluster_stream)
+        .controller(NAME, &clusters)
+        // Our own status writes do not start the next pass: the requeue paces the polls.
+        .trigger_on(reconcile_trigger)
         .concurrency(RECONCILE_CONCURRENCY)
-        .watches(secret_stream, for_secret)
-        .wait_for(store_synced(secrets))
-        .quarantine_condition(|cluster: &KubernetesCluster| {
-            cluster
-                .status
-                .as_ref()
-                .map(|s| s.conditions.clone())
-                .unwrap_or_default()
-        })
+        .watches(&secrets, for_secret)
+        .quarantine_condition(KubernetesCluster::conditions)
         .field_manager(FIELD_MANAGER)
         .run(reconcile, ctx)
         .await;

@@ -11,4 +11,4 @@ pub mod controller;
 pub mod decide;
 pub mod model;
 
-pub use controller::{NAME, PERMISSIONS, run, run_on};
+pub use controller::{NAME, PERMISSIONS, run_on};

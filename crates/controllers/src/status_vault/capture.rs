@@ -58,7 +58,8 @@ pub struct Capture {
     pub queue: Arc<CaptureQueue>,
     pub restorer: Arc<Restorer>,
     pub leadership: watch::Receiver<Leadership>,
-    pub on_saved: Option<SavedHook>,
+    /// Called after each successful save (set once, before the vault runs).
+    pub on_saved: std::sync::OnceLock<SavedHook>,
     /// `vigil_status_vault_records_written_total`.
     pub written: Counter,
     /// `vigil_status_vault_capture_lag_seconds`.
@@ -71,7 +72,7 @@ impl Capture {
     }
 
     fn saved(&self, record: &Record, saved: Saved) {
-        if let Some(hook) = &self.on_saved {
+        if let Some(hook) = self.on_saved.get() {
             hook(record, saved);
         }
         if matches!(saved, Saved::Written { .. }) {

@@ -21,8 +21,6 @@ use vigil_runtime::Runtime;
 use vigil_runtime::backoff::{BackoffPolicy, Backoffs};
 use vigil_runtime::events::{EventNote, EventRecorder};
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::manager::DEFAULT_REPORTER;
-use vigil_runtime::metrics::Metrics;
 use vigil_runtime::shared::SharedWatches;
 
 use super::backends::Backends;
@@ -122,7 +120,6 @@ const RESOLVE_RETRY: BackoffPolicy = BackoffPolicy {
 /// workers): it takes only the plumbing from the runtime.
 pub struct StatusVault {
     client: Client,
-    watches: SharedWatches,
     capture: Arc<Capture>,
     writers: ScopeWriters,
     recorder: EventRecorder,
@@ -141,31 +138,15 @@ impl StatusVault {
             settings,
             runtime.leadership(),
             runtime.recorder().clone(),
-            None,
         )
     }
 
-    /// The vault on parts made elsewhere (a test harness, a benchmark); run it with
-    /// [`StatusVault::run`].
-    pub fn new(
-        client: Client,
-        watches: SharedWatches,
-        settings: Settings,
-        leadership: watch::Receiver<Leadership>,
-    ) -> Self {
-        Self::with_hook(client, watches, settings, leadership, None)
-    }
-
-    /// Like [`StatusVault::new`], calling `on_saved` after each successful save.
-    pub fn with_hook(
-        client: Client,
-        watches: SharedWatches,
-        settings: Settings,
-        leadership: watch::Receiver<Leadership>,
-        on_saved: Option<SavedHook>,
-    ) -> Self {
-        let recorder = EventRecorder::new(client.clone(), DEFAULT_REPORTER);
-        Self::build(client, watches, settings, leadership, recorder, on_saved)
+    /// Calls `on_saved` after each successful save (a benchmark's probe); before it runs.
+    pub fn on_saved(self, on_saved: SavedHook) -> Self {
+        if self.capture.on_saved.set(on_saved).is_err() {
+            tracing::warn!("a second on_saved hook is ignored");
+        }
+        self
     }
 
     fn build(
@@ -174,7 +155,6 @@ impl StatusVault {
         settings: Settings,
         leadership: watch::Receiver<Leadership>,
         recorder: EventRecorder,
-        on_saved: Option<SavedHook>,
     ) -> Self {
         let changed = Arc::new(Notify::new());
         let (scope, writers) = Scope::new(settings);
@@ -196,13 +176,12 @@ impl StatusVault {
             queue,
             restorer,
             leadership,
-            on_saved,
+            on_saved: std::sync::OnceLock::new(),
             written: Counter::default(),
             capture_lag: Capture::capture_lag_histogram(),
         });
         Self {
             client,
-            watches,
             capture,
             writers,
             recorder,
@@ -217,31 +196,11 @@ impl StatusVault {
         }
     }
 
-    /// Runs until `shutdown` resolves. `ready` is set once the policies and namespaces are
-    /// loaded.
-    pub async fn run(
-        self,
-        registry: Arc<Metrics>,
-        ready: impl Fn(bool) + Send + Sync + 'static,
-        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-    ) {
-        let runtime = Runtime::from_parts(
-            self.client.clone(),
-            self.watches.clone(),
-            self.capture.leadership.clone(),
-            registry,
-            ready,
-            shutdown,
-        );
-        self.run_on(runtime).await;
-    }
-
     /// Runs until `runtime` shuts down, with its metrics; ready on `/readyz` once the policies
     /// and namespaces are loaded. `runtime` is the one the vault was made [`on`](Self::on).
     pub async fn run_on(self, runtime: Runtime) {
         let Self {
             client,
-            watches: _,
             capture,
             writers,
             recorder,
@@ -387,26 +346,6 @@ async fn watch_namespaces(
         }
         changed.notify_one();
     }
-}
-
-/// Runs the controller until `shutdown` resolves (a [`StatusVault`] nobody else consults).
-pub async fn run(
-    client: Client,
-    watches: SharedWatches,
-    settings: Settings,
-    leadership: watch::Receiver<Leadership>,
-    registry: Arc<Metrics>,
-    ready: impl Fn(bool) + Send + Sync + 'static,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    StatusVault::new(client, watches, settings, leadership)
-        .run(registry, ready, shutdown)
-        .await;
-}
-
-/// Runs a [`StatusVault`] nobody else consults on a Manager's runtime until it shuts down.
-pub async fn run_on(runtime: Runtime, settings: Settings) {
-    StatusVault::on(&runtime, settings).run_on(runtime).await;
 }
 
 /// A running kind watch.

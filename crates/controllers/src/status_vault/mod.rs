@@ -21,5 +21,5 @@ pub mod queue;
 pub mod restore;
 pub mod scope;
 
-pub use controller::{NAME, PERMISSIONS, StatusVault, run, run_on};
+pub use controller::{NAME, PERMISSIONS, StatusVault};
 pub use restore::{RestoreOutcome, StatusRestorer};

@@ -21,13 +21,12 @@ use vigil_apis::kubernetes_cluster::Phase;
 use vigil_controllers::kubernetes_cluster::controller::{self, Config};
 use vigil_controllers::kubernetes_cluster::decide as reasons;
 use vigil_controllers::kubernetes_cluster::model::Settings;
-use vigil_controllers::status_vault::{StatusVault, model::Settings as VaultSettings};
+use vigil_controllers::status_vault::{self, StatusVault, model::Settings as VaultSettings};
 use vigil_provider::{ClusterProvider, Providers};
 use vigil_provider_reference::{ReferenceConfig, ReferenceProvider};
+use vigil_runtime::Manager;
 use vigil_runtime::conditions;
-use vigil_runtime::leader::Leadership;
 use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 use vigil_testenv::{TestEnv, wait_for};
 
 /// Provisioning a real sandbox process, upgrades included, takes a few seconds.
@@ -90,62 +89,45 @@ impl World {
     /// Runs the controller with `providers` (and, with `vault`, the status vault feeding it
     /// restores), through `client`.
     pub fn run_with(&self, providers: Providers, vault: bool, client: Client) -> Running {
-        let (stop, stopped) = watch::channel(false);
-        let shutdown = move || {
-            let mut stopped = stopped.clone();
-            async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            }
-        };
-        let (leading_tx, leading) = watch::channel(Leadership::Leading);
+        let (stop, mut stopped) = watch::channel(false);
         let metrics = Metrics::new();
-        let watches = SharedWatches::new(client.clone());
-        let mut tasks = Vec::new();
-        let mut restorer = None;
-        if vault {
-            let status_vault = StatusVault::new(
-                client.clone(),
-                watches.clone(),
-                VaultSettings {
-                    default_location: self.dir.join("vault").display().to_string(),
-                    default_key_file: None,
-                },
-                leading.clone(),
-            );
-            restorer = Some(status_vault.restorer());
-            tasks.push(tokio::spawn(status_vault.run(
-                metrics.clone(),
-                |_| {},
-                shutdown(),
-            )));
-        }
-        let config = Config {
-            settings: Settings {
-                poll_interval: Duration::from_millis(100),
-                resync_interval: Duration::from_secs(2),
-            },
-            providers,
-            restorer,
-        };
         let registry = metrics.clone();
-        let stop_signal = shutdown();
-        tasks.push(tokio::spawn(async move {
-            let _keep = leading_tx;
-            controller::run(
-                client,
-                watches,
-                config,
-                leading,
-                registry,
-                |_| {},
-                stop_signal,
-            )
-            .await;
-        }));
+        let vault_dir = self.dir.join("vault").display().to_string();
+        let task = tokio::spawn(async move {
+            let mut manager = Manager::for_client("vigil", client)
+                .metrics(registry)
+                .build()
+                .await
+                .expect("a manager");
+            let mut restorer = None;
+            if vault {
+                let settings = VaultSettings {
+                    default_location: vault_dir,
+                    default_key_file: None,
+                };
+                let status_vault = StatusVault::on(manager.runtime(), settings);
+                restorer = Some(status_vault.restorer());
+                manager.add(status_vault::NAME, move |rt| status_vault.run_on(rt));
+            }
+            let config = Config {
+                settings: Settings {
+                    poll_interval: Duration::from_millis(100),
+                    resync_interval: Duration::from_secs(2),
+                },
+                providers,
+                restorer,
+            };
+            manager.add(controller::NAME, move |rt| controller::run_on(rt, config));
+            manager
+                .run_until(async move {
+                    let _ = stopped.wait_for(|s| *s).await;
+                })
+                .await;
+        });
         Running {
             metrics,
             stop,
-            tasks,
+            tasks: vec![task],
         }
     }
 

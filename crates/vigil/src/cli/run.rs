@@ -201,7 +201,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         config.retry_period = args.retry_period;
         config
     });
-    let mut manager = Manager::builder(config(args.kubeconfig.as_ref()).await?)
+    let mut manager = Manager::builder("vigil", config(args.kubeconfig.as_ref()).await?)
         .metrics_addr(args.metrics_addr)
         .leader_election(election)
         .shutdown_timeout(args.shutdown_timeout)

@@ -19,9 +19,6 @@ use vigil_controllers::kubernetes_cluster::decide::ADDONS_READY;
 use vigil_controllers::kubernetes_cluster::model::Settings;
 use vigil_provider::local::{LocalConfig, LocalProvider};
 use vigil_provider::{ClusterProvider, Providers};
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
 
 use super::narration::{step, until};
 
@@ -65,21 +62,9 @@ pub async fn play(
         providers,
         restorer: None,
     };
-    let (leading_tx, leadership) = watch::channel(Leadership::Leading);
-    let (stop, mut stopped) = watch::channel(false);
-    let watches = SharedWatches::new(client.clone());
-    let task = tokio::spawn(controller::run(
-        client.clone(),
-        watches,
-        config,
-        leadership,
-        Metrics::new(),
-        |_| {},
-        async move {
-            let _keep = leading_tx;
-            let _ = stopped.wait_for(|s| *s).await;
-        },
-    ));
+    let (stop, task) = super::in_process(client.clone(), move |manager| {
+        manager.add(controller::NAME, move |rt| controller::run_on(rt, config));
+    });
     let act = ClusterAct {
         client: client.clone(),
         stop,

@@ -23,9 +23,7 @@ use vigil_apis::CriticalService;
 use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_kubelet::{Kubelet, KubeletConfig};
-use vigil_runtime::leader::Leadership;
-use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::Manager;
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 use narration::{step, until};
@@ -58,6 +56,29 @@ async fn endpoint_ips(api: &Api<Endpoints>) -> Vec<String> {
         .flat_map(|s| s.addresses.iter().flatten())
         .map(|a| a.ip.clone())
         .collect()
+}
+
+/// Runs the controllers `add` adds on a Manager in this process (one replica: it leads), until
+/// the returned sender says stop.
+fn in_process(
+    client: kube::Client,
+    add: impl FnOnce(&mut Manager) + Send + 'static,
+) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+    let (stop, mut stopped) = watch::channel(false);
+    let task = tokio::spawn(async move {
+        let manager = Manager::for_client("vigil", client).build().await;
+        let mut manager = match manager {
+            Ok(manager) => manager,
+            Err(error) => return tracing::error!(%error, "starting the manager"),
+        };
+        add(&mut manager);
+        manager
+            .run_until(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            })
+            .await;
+    });
+    (stop, task)
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
@@ -106,19 +127,9 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         },
         watched_namespaces: None::<BTreeSet<String>>,
     };
-    let (_leading, leadership) = watch::channel(Leadership::Leading);
-    let (stop, mut stopped) = watch::channel(false);
-    let operator = tokio::spawn(controller::run(
-        client.clone(),
-        SharedWatches::new(client.clone()),
-        settings,
-        leadership,
-        Metrics::new(),
-        |_| {},
-        async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        },
-    ));
+    let (stop, operator) = in_process(client.clone(), move |manager| {
+        manager.add(controller::NAME, move |rt| controller::run_on(rt, settings));
+    });
     step(
         started,
         "Vigil is running: CRD criticalservices.mycrd.com and PodTemplate critical-service-pod-template installed",
