@@ -7,28 +7,43 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 /// An Event a pure decision asks for: its type, reason (CamelCase) and note. The apply step
 /// records it about the object it decided for (see [`EventRecorder::publish`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct EventNote {
+    /// A Warning Event (else Normal).
     pub warning: bool,
+    /// CamelCase, e.g. `FallbackCreated`.
     pub reason: String,
+    /// What happened, for people.
     pub note: String,
+    /// Another object the Event is about (its `related`, e.g. the pod a controller created):
+    /// it also keeps kube-runtime's Recorder from folding Events about different objects into
+    /// one series.
+    pub related: Option<ObjectReference>,
 }
 
 impl EventNote {
+    /// A Normal Event.
     pub fn normal(reason: &str, note: impl Into<String>) -> Self {
         Self {
             warning: false,
             reason: reason.to_owned(),
             note: note.into(),
+            related: None,
         }
     }
 
+    /// A Warning Event.
     pub fn warning(reason: &str, note: impl Into<String>) -> Self {
         Self {
             warning: true,
-            reason: reason.to_owned(),
-            note: note.into(),
+            ..Self::normal(reason, note)
         }
+    }
+
+    /// The same Event, about `related` too.
+    pub fn related(mut self, related: ObjectReference) -> Self {
+        self.related = Some(related);
+        self
     }
 }
 
@@ -66,7 +81,8 @@ impl EventRecorder {
 
     /// Records `note` about `regarding`, as done while `action` (best effort).
     pub async fn publish(&self, regarding: &ObjectReference, note: &EventNote, action: &str) {
-        let event = event(note.warning, &note.reason, &note.note, action);
+        let mut event = event(note.warning, &note.reason, &note.note, action);
+        event.secondary.clone_from(&note.related);
         record(&self.recorder, &event, regarding).await;
     }
 

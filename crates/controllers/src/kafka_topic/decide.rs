@@ -155,6 +155,7 @@ fn note(warning: bool, reason: &str, note: String) -> EventNote {
         warning,
         reason: reason.to_owned(),
         note,
+        related: None,
     }
 }
 

@@ -159,6 +159,7 @@ impl Report {
                 warning,
                 reason: event_reason.to_owned(),
                 note: message.to_owned(),
+                related: None,
             });
         }
     }

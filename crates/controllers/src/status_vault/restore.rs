@@ -333,6 +333,7 @@ async fn publish(
         warning: matches!(type_, EventType::Warning),
         reason: reason.to_owned(),
         note: note.to_owned(),
+        related: None,
     };
     restorer
         .recorder
