@@ -8,3 +8,6 @@ pub mod decide;
 pub mod fallback;
 pub mod lame;
 pub mod model;
+pub mod registration;
+
+pub use controller::{NAME, PERMISSIONS};
