@@ -1,4 +1,4 @@
-//! One cache over several namespaces (`cache::watch_in` with `NAMESPACES`), end to end on the
+//! One cache over several namespaces (`runtime.cache::<K>().namespaces(…)`), end to end on the
 //! sandbox: a change that a namespace's watch sees while another namespace is still listing
 //! reaches the cache. kube-runtime's reflector swaps in the whole initial list when it ends, so a
 //! change written to the store before that was lost — on a real cluster, where the lists of two
@@ -8,12 +8,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ApiResource, PostParams};
-use kube::runtime::reflector;
-use vigil_runtime::cache::watch_in;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::Manager;
 use vigil_testenv::vigil_sandbox::Fault;
 use vigil_testenv::{TestEnv, wait_for};
 
@@ -48,20 +45,25 @@ async fn a_change_watched_while_another_namespace_lists_reaches_the_cache() {
     if let Some(sandbox) = env.sandbox() {
         sandbox.inject(Fault::fail("list", "configmaps", 500, 1));
     }
-    let watches = SharedWatches::new(env.client());
-    let (store, writer) = reflector::store::<ConfigMap>();
+    let manager = Manager::for_client("test", env.client())
+        .build()
+        .await
+        .expect("a manager");
     let namespaces = BTreeSet::from([first.clone(), second.clone()]);
-    let cache = reflector::reflector(writer, watch_in::<ConfigMap>(&watches, Some(&namespaces)));
-    let filling = tokio::spawn(cache.for_each(|_| async {}));
+    let cache = manager
+        .runtime()
+        .cache::<ConfigMap>()
+        .namespaces(Some(&namespaces))
+        .build();
     tokio::time::sleep(Duration::from_millis(300)).await;
     // One of these is seen by a watch (the namespace that listed), the other by the relist.
     create_config_map(&env, &first, "a").await;
     create_config_map(&env, &second, "b").await;
 
     let cached = wait_for("both ConfigMaps in the cache", TIMEOUT, || {
-        let store = store.clone();
+        let cache = cache.clone();
         async move {
-            let mut names: Vec<String> = store
+            let mut names: Vec<String> = cache
                 .state()
                 .iter()
                 .filter_map(|cm| cm.metadata.name.clone())
@@ -77,7 +79,7 @@ async fn a_change_watched_while_another_namespace_lists_reaches_the_cache() {
         }
     })
     .await;
-    filling.abort();
+    drop(manager);
     cached.expect("both ConfigMaps cached");
     env.cleanup().await;
 }
