@@ -196,7 +196,11 @@ impl ManagerBuilder {
         };
         let (elector, leadership, leading) = match self.leader_election {
             Some(config) => {
-                let (elector, rx) = LeaderElector::spawn(client.clone(), config);
+                let (elector, rx) = LeaderElector::spawn_with_recovery(
+                    client.clone(),
+                    config,
+                    Some(watches.reachability().subscribe()),
+                );
                 (Some(elector), rx, None)
             }
             None => {
