@@ -441,7 +441,7 @@ async fn run_watch(
     // Set while backing off after an error: the watcher is not polled until it fires.
     let mut waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
     // Set while backing off after a refusal: probes until the failing request is served.
-    let mut probing: Option<BoxFuture<'static, ()>> = None;
+    let mut probing: Option<BoxFuture<'static, bool>> = None;
     loop {
         tokio::select! {
             // Joins and leaves first, so a newcomer is in place before the next event.
@@ -476,12 +476,15 @@ async fn run_watch(
                 waiting = None;
                 probing = None;
             }
-            // The failing request is served again: retry now, and tell the others.
-            () = async { if let Some(probe) = probing.as_mut() { probe.await } }, if probing.is_some() => {
-                tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, "served again; the watch retries now");
+            // The failing request is served again: retry now, and tell the others (unless the
+            // probe got another answer, which only this watch's retry needs to see).
+            served = async { match probing.as_mut() { Some(probe) => probe.await, None => false } }, if probing.is_some() => {
+                tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, served, "the probe was answered; the watch retries now");
                 waiting = None;
                 probing = None;
-                reachability.serves_again();
+                if served {
+                    reachability.serves_again();
+                }
             }
             event = stream.next(), if waiting.is_none() => {
                 let Some(event) = event else {
@@ -552,16 +555,21 @@ struct Probe {
 }
 
 impl Probe {
-    /// Returns once the server serves the probe (or answers it with anything but a refusal,
-    /// which a retry would get too), probing every `interval` (with jitter) at most, in this
+    /// Returns true once the server serves the probe (false once it answers with anything but a
+    /// refusal, which a retry would get too), probing every `interval` (with jitter) at most, in this
     /// process's probe turns. `watch`: the WATCH failed, so the probe watches too (from the
     /// LIST's resourceVersion: nothing to send, dropped once accepted).
-    async fn until_served(self, watch: bool, interval: Duration, reachability: Reachability) {
+    async fn until_served(
+        self,
+        watch: bool,
+        interval: Duration,
+        reachability: Reachability,
+    ) -> bool {
         loop {
             tokio::time::sleep(jittered(interval)).await;
             reachability.probe_turn().await;
             let failure = match self.once(watch).await {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err(error) => Failure::of(&error),
             };
             match failure {
@@ -571,7 +579,7 @@ impl Probe {
                     }
                 }
                 Failure::Unanswered => reachability.unreachable(),
-                Failure::Other => return,
+                Failure::Other => return false,
             }
         }
     }
