@@ -2,8 +2,9 @@
 //! shrinking generation with [proptest].
 //!
 //! Each target is a property over the bytes an outsider controls (a broker's answer, a provider's
-//! answer, a stored vault record, a kubeconfig, an API request body or selector): decoding them
-//! returns a value or an error, never a panic, and whatever else the target checks. [`fuzz`]
+//! answer, a stored vault record, an S3 server's answer, a kubeconfig, an API request body or
+//! selector): decoding them returns a value or an error, never a panic, and whatever else the
+//! target checks. [`fuzz`]
 //!
 //! 1. replays every file of the target's corpus, `corpus/<target>/` in this crate: real inputs
 //!    captured from the real peer (each target's tests say how), and every input that once made

@@ -3,16 +3,19 @@
 //! as Vigil decodes it (`vigil demo`, the local provider): UTF-8 text, kube-rs's
 //! `Kubeconfig::from_yaml`, `Config::from_custom_kubeconfig`, then `Client::try_from`, which
 //! parses the certificates and keys. Each step returns a value or an error, never a panic; no
-//! request is made. A kubeconfig naming an exec plugin or auth provider is refused before the
-//! client is built: kube-rs runs that command while building it (found here: the harness ran
-//! `aws eks get-token` from the corpus), which a kubeconfig from outside must never do.
+//! request is made. The decoding is the product's own, `vigil_provider::kubeconfig::client_config`:
+//! a kubeconfig naming an exec plugin or auth provider is refused before the client is built
+//! (kube-rs runs that command while building it — found here: the harness ran `aws eks
+//! get-token` from the corpus), and so is one naming a file of this machine (`tokenFile`,
+//! certificate, key or CA paths), which a kubeconfig from outside must never do either.
 //!
 //! The corpus: the kubeconfigs the sandbox (with and without TLS) and the local provider write,
 //! one shaped as the real control plane's `up.sh` writes it (client certificate and key, throwaway
 //! ones made for the corpus), and kubeconfigs with every other way kube-rs authenticates (exec,
-//! token files, basic auth, proxies, several contexts).
+//! token files, basic auth, proxies, several contexts). `refused-<field>-*` files must be
+//! refused for that field.
 
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use vigil_provider::kubeconfig::{UntrustedKubeconfigError, client_config};
 
 const TARGET: &str = "kubeconfig";
 
@@ -44,6 +47,11 @@ const TOKENS: &[&[u8]] = &[
     b"exec:\n",
     b"apiVersion: client.authentication.k8s.io/v1\n",
     b"auth-provider:\n",
+    b"tokenFile: ",
+    b"client-key: ",
+    b"client-certificate: ",
+    b"certificate-authority: ",
+    b"/var/run/secrets/kubernetes.io/serviceaccount/token",
     b"namespace: ",
     b"extensions:\n",
     b"LS0tLS1CRUdJTi",
@@ -63,27 +71,16 @@ async fn decode(input: &[u8]) -> Result<String, String> {
     let Ok(text) = std::str::from_utf8(input) else {
         return Ok("not UTF-8".into());
     };
-    let kubeconfig = match Kubeconfig::from_yaml(text) {
-        Ok(k) => k,
-        Err(e) => return Ok(format!("not a kubeconfig: {e}")),
+    // What the product does with a kubeconfig from a Secret: kube-rs would run a user's exec
+    // plugin (any command the kubeconfig names) when it builds the client, and read the files it
+    // names; the shared refusal keeps both from happening, here as in `vigil demo`.
+    let config = match client_config(text).await {
+        Ok(c) => c,
+        Err(UntrustedKubeconfigError::Refused { field, .. }) => {
+            return Ok(format!("refused: {field}"));
+        }
+        Err(e) => return Ok(e.to_string()),
     };
-    // kube-rs runs a user's exec plugin (any command the kubeconfig names) when it builds the
-    // client: never with a kubeconfig from outside, and never in a fuzz run.
-    let runs_a_command = kubeconfig.auth_infos.iter().any(|named| {
-        named
-            .auth_info
-            .as_ref()
-            .is_some_and(|a| a.exec.is_some() || a.auth_provider.is_some())
-    });
-    if runs_a_command {
-        return Ok("refused: it would run a command".into());
-    }
-    let config =
-        match kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default()).await
-        {
-            Ok(c) => c,
-            Err(e) => return Ok(format!("no usable context: {e}")),
-        };
     match kube::Client::try_from(config) {
         Ok(_) => Ok("client".into()),
         Err(e) => Ok(format!("no client: {e}")),
@@ -115,11 +112,18 @@ fn every_corpus_kubeconfig_makes_a_client() {
             continue;
         }
         let got = runtime.block_on(decode(&seed.bytes));
-        let want = if seed.name.starts_with("exec-") {
-            "refused: it would run a command"
-        } else {
-            "client"
-        };
-        assert_eq!(got.as_deref(), Ok(want), "{}", seed.name);
+        // `refused-<field>-…`: a kubeconfig the product must refuse, and for that field.
+        match seed.name.strip_prefix("refused-") {
+            Some(rest) => {
+                let got = got.unwrap_or_default();
+                let field = got.strip_prefix("refused: ").unwrap_or_default();
+                assert!(
+                    !field.is_empty() && rest.starts_with(field),
+                    "{}: {got}",
+                    seed.name
+                );
+            }
+            None => assert_eq!(got.as_deref(), Ok("client"), "{}", seed.name),
+        }
     }
 }

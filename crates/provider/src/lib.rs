@@ -20,6 +20,7 @@
 pub mod catalog;
 pub mod contract;
 pub mod external;
+pub mod kubeconfig;
 #[cfg(target_os = "linux")]
 pub mod local;
 pub mod protocol;

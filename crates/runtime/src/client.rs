@@ -26,6 +26,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 
 use crate::metrics::Metrics;
+use crate::retry::RetryAfter;
 
 /// client-go's `rest_client_request_duration_seconds` buckets.
 const REQUEST_DURATION_BUCKETS: [f64; 12] = [
@@ -246,14 +247,25 @@ fn host_of(url: &http::Uri) -> String {
         .map_or_else(|| url.to_string(), |a| a.as_str().to_owned())
 }
 
-/// A client for `config` whose requests are recorded in `metrics` (see the module documentation).
-pub fn instrumented(config: kube::Config, metrics: &Metrics) -> Result<kube::Client, kube::Error> {
+/// A client for `config` whose requests are recorded in `metrics` (see the module documentation),
+/// retrying only what the server asks to be retried (see [`crate::retry`]) instead of kube-rs's
+/// default retries. Each attempt is a request of its own in the metrics, as in client-go.
+pub fn instrumented(
+    mut config: kube::Config,
+    metrics: &Metrics,
+) -> Result<kube::Client, kube::Error> {
     let layer = RequestMetricsLayer {
         metrics: metrics.client_metrics().clone(),
         host: host_of(&config.cluster_url).into(),
     };
+    config.default_retry = false;
+    // The retry layer needs a service it can clone: the buffer is one, over the stack.
+    let retry = tower::ServiceBuilder::new()
+        .layer(tower::retry::RetryLayer::new(RetryAfter::default()))
+        .layer(tower::buffer::BufferLayer::new(1024));
     Ok(kube::client::ClientBuilder::try_from(config)?
         .with_layer(&layer)
+        .with_layer(&retry)
         .build())
 }
 

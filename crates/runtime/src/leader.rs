@@ -219,6 +219,18 @@ impl LeaderElector {
         client: kube::Client,
         config: LeaderElectionConfig,
     ) -> (Self, watch::Receiver<Leadership>) {
+        Self::spawn_with_recovery(client, config, None)
+    }
+
+    /// [`Self::spawn`], retrying a failed attempt at once (instead of after the retry period)
+    /// when `recovered` changes: the API server answers, or serves, again after an outage or a
+    /// storm of refusals (see [`crate::reachability`]). A candidate that lost the Lease to a
+    /// storm then leads again the moment the storm ends.
+    pub fn spawn_with_recovery(
+        client: kube::Client,
+        config: LeaderElectionConfig,
+        recovered: Option<watch::Receiver<u64>>,
+    ) -> (Self, watch::Receiver<Leadership>) {
         let config = config.sanitized();
         let (leadership_tx, leadership) = watch::channel(Leadership::Following);
         let (stop, stop_rx) = watch::channel(false);
@@ -229,6 +241,7 @@ impl LeaderElector {
             observed: None,
             leadership: leadership_tx,
             stop: stop_rx,
+            recovered,
         };
         // Every log line of the campaign names the lease and this replica.
         let span = tracing::info_span!(
@@ -407,6 +420,8 @@ struct Campaign {
     observed: Option<Observed>,
     leadership: watch::Sender<Leadership>,
     stop: watch::Receiver<bool>,
+    /// Changes when the API server answers or serves again (see [`LeaderElector::spawn_with_recovery`]).
+    recovered: Option<watch::Receiver<u64>>,
 }
 
 impl Campaign {
@@ -438,6 +453,7 @@ impl Campaign {
             }
             let started = Instant::now();
             let valid_until = started + self.config.renew_deadline;
+            self.mark_recoveries_seen();
             let attempt = self.bounded_attempt(false, valid_until).await;
             // A write that only completed after the deadline is no lease to lead on: the next
             // attempt will renew it (we hold it) before we publish anything.
@@ -445,7 +461,12 @@ impl Campaign {
                 return Some(valid_until);
             }
             let wait = jittered(self.config.retry_period, JITTER_FACTOR, rand::random());
-            if !self.pause_until(Instant::now() + wait).await {
+            // A failure (not a Lease held by another) is retried as soon as the server is back.
+            let early = attempt == Attempt::Failed;
+            if !self
+                .pause_until_or_recovery(Instant::now() + wait, early)
+                .await
+            {
                 return None;
             }
         }
@@ -454,11 +475,13 @@ impl Campaign {
     /// Renews every `retry_period` while leading; steps down when `valid_until` (the last
     /// successful write's send time + renew deadline) passes or another holder shows up.
     async fn lead(&mut self, mut valid_until: Instant) -> LeadEnd {
+        let mut failed = false;
         loop {
             let next = (Instant::now() + self.config.retry_period).min(valid_until);
-            if !self.pause_until(next).await {
+            if !self.pause_until_or_recovery(next, failed).await {
                 return LeadEnd::Stopped;
             }
+            self.mark_recoveries_seen();
             let started = Instant::now();
             if started >= valid_until {
                 tracing::warn!(
@@ -467,7 +490,9 @@ impl Campaign {
                 );
                 return LeadEnd::SteppedDown;
             }
-            match self.bounded_attempt(true, valid_until).await {
+            let attempt = self.bounded_attempt(true, valid_until).await;
+            failed = attempt == Attempt::Failed;
+            match attempt {
                 Attempt::Held => valid_until = started + self.config.renew_deadline,
                 Attempt::HeldByOther(holder) => {
                     tracing::warn!(%holder, "the lease is held by another replica");
@@ -653,6 +678,30 @@ impl Campaign {
             _ = self.stop.wait_for(|stop| *stop) => false,
         };
         slept && !self.stop_requested()
+    }
+
+    /// Sleeps until `at`, or (with `early`) until the API server answers or serves again;
+    /// false when told to stop.
+    async fn pause_until_or_recovery(&mut self, at: Instant, early: bool) -> bool {
+        let Some(mut recovered) = self.recovered.clone().filter(|_| early) else {
+            return self.pause_until(at).await;
+        };
+        let slept = tokio::select! {
+            () = tokio::time::sleep_until(at.into()) => true,
+            Ok(()) = recovered.changed() => {
+                tracing::debug!("the API server is back: retrying the lease now");
+                true
+            }
+            _ = self.stop.wait_for(|stop| *stop) => false,
+        };
+        slept && !self.stop_requested()
+    }
+
+    /// Recoveries so far came before the coming attempt: only a later one cuts its wait short.
+    fn mark_recoveries_seen(&mut self) {
+        if let Some(recovered) = self.recovered.as_mut() {
+            recovered.borrow_and_update();
+        }
     }
 
     fn stop_requested(&self) -> bool {

@@ -13,7 +13,7 @@
 //! | [`finalizer`] | cleanup before deletion, through kube-runtime's finalizer helper |
 //! | [`status`] | status writes: only what differs, clearing what the new status leaves out |
 //! | [`client`] | the API client with client-go's request metrics |
-//! | [`reachability`] | knowing at once when the API server answers again after an outage |
+//! | [`reachability`] | knowing at once when the API server answers, or serves, again after an outage or a storm of refusals |
 //! | [`cache`] | caches as typed values: store, index, sync state and trigger feed, on shared watches |
 //! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
 //! | [`conditions`] | status conditions by the API conventions |
@@ -21,6 +21,7 @@
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`metrics`] | Prometheus metrics with controller-runtime's names |
 //! | [`reconcile`] | what every reconcile does around its work: leader only, synced caches, metrics, backoff reset |
+//! | [`retry`] | retrying inside the client only what the server asked to retry (`Retry-After`), as client-go does |
 //! | [`queue`] | work-queue metrics (adds, depth, wait) for a kube-runtime `Controller` |
 //! | [`health`] | the HTTP server for `/metrics`, `/healthz` and `/readyz` |
 //! | [`compact`] | a cache of compact per-object entries, for the kinds a cluster has by the ten thousand |
@@ -47,6 +48,7 @@ pub mod namespaces;
 pub mod queue;
 pub mod reachability;
 pub mod reconcile;
+pub mod retry;
 pub mod shared;
 pub mod status;
 

@@ -254,7 +254,11 @@ impl ManagerBuilder {
         let (elector, leadership, leading) = match (self.leadership, self.leader_election) {
             (Some(rx), _) => (None, rx, None),
             (None, Some(config)) => {
-                let (elector, rx) = LeaderElector::spawn(client.clone(), config);
+                let (elector, rx) = LeaderElector::spawn_with_recovery(
+                    client.clone(),
+                    config,
+                    Some(watches.reachability().subscribe()),
+                );
                 (Some(elector), rx, None)
             }
             (None, None) => {

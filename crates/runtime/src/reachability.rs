@@ -1,32 +1,127 @@
-//! Knowing at once when the API server answers again after an outage.
+//! Knowing at once when the API server answers again after an outage, or serves again after a
+//! storm of refusals.
 //!
-//! A watch that loses its server backs off (kube-runtime's default: 0.8 s doubling to 30 s), so
-//! after an 8 s outage the next attempt may come 10 s after the server is back. Shortening the
-//! back-off would hammer a server that is down, once per watch. Instead, while some watch fails
-//! for want of an answer (connection refused, reset, timed out — not an API status, which is an
-//! answer), one probe per process asks the server for `/version` every [`PROBE_INTERVAL`]: the
-//! cheapest request there is, served without authentication by every API server. The first
-//! answer bumps a generation number that every backing-off watch (and every controller, for the
-//! objects whose reconciles failed meanwhile) waits on alongside its back-off: they retry
-//! together, once, the moment the server is back — one probe during the outage, no storm.
+//! A watch that fails backs off (kube-runtime's default: 0.8 s doubling to 30 s, plus up to as
+//! much again of jitter), so after an 8 s outage the next attempt may come 10 s after the server
+//! is back. Shortening the back-off would hammer a server that is down or overloaded, once per
+//! watch. Instead a failing watch (and every controller, for the objects whose reconciles failed
+//! meanwhile) waits on a generation number alongside its back-off, bumped by cheap probes:
+//!
+//! - **no answer** (connection refused, reset, timed out): one probe per process asks the server
+//!   for `/version` every [`PROBE_INTERVAL`] — the cheapest request there is, served without
+//!   authentication by every API server. Its first answer bumps the generation.
+//! - **an answer that says "not now"** (a 5xx, a 429): `/version` cannot tell when that ends,
+//!   since it answers throughout (an overloaded server or a failing etcd still serves it). So the
+//!   watch probes with a request of the kind that failed, of its own resource: a LIST of one
+//!   object (limit=1, a quorum read that touches one object, not a whole list), and for a failed
+//!   WATCH a WATCH from that LIST's resourceVersion (it sends nothing; it is dropped once the
+//!   server accepts it). The first success ends the watch's wait and bumps the generation, so
+//!   the other watches and failed reconciles retry too. These probes are paced per watch (its
+//!   back-off delay ÷ [`PROBES_PER_BACKOFF`], at least [`PROBE_INTERVAL`], with jitter) and per
+//!   process ([`Reachability::probe_turn`]: one probe per [`PROBE_INTERVAL`] however many watches
+//!   fail, none before a 429's `Retry-After` has passed).
+//!
+//! Other answers (403, 404, 410, an object that does not decode) end no wait early: retrying
+//! sooner would get the same answer.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use kube::Client;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-/// How often the probe asks while the server does not answer.
+/// How often the `/version` probe asks while the server does not answer, and the least time
+/// between two probes of refused requests in one process.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(250);
+
+/// A watch backing off after refusals probes at most this many times per back-off delay (every
+/// 0.8 s delay × 2ⁿ ÷ 16, but never more often than [`PROBE_INTERVAL`]): the probes' rate falls as
+/// the back-off's does, to one every 2–4 s per watch at the back-off's 30 s ceiling.
+pub const PROBES_PER_BACKOFF: u32 = 16;
+
+/// The longest `Retry-After` honoured: a server asking for more is retried at the back-off's own
+/// ceiling anyway.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// What a failed request's outcome says about when to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer: the server is away (connection refused, reset, timed out).
+    Unanswered,
+    /// An answer saying "not now": a 5xx, or a 429 with the `Retry-After` it carries.
+    Refused {
+        /// How long the server asked to wait, if it said.
+        retry_after: Option<Duration>,
+    },
+    /// Any other answer: retrying sooner would get it again.
+    Other,
+}
+
+impl Failure {
+    /// Classifies a client error.
+    pub fn of(error: &kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) => Self::of_status(status),
+            // The server answered with something that does not decode: an answer.
+            kube::Error::SerdeError(_) => Self::Other,
+            _ => Self::Unanswered,
+        }
+    }
+
+    /// Classifies an API status.
+    pub fn of_status(status: &kube::core::Status) -> Self {
+        match status.code {
+            429 | 500..=599 => Self::Refused {
+                retry_after: status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| Duration::from_secs(u64::from(s)).min(MAX_RETRY_AFTER)),
+            },
+            _ => Self::Other,
+        }
+    }
+
+    /// Classifies a watcher error.
+    pub fn of_watch(error: &kube::runtime::watcher::Error) -> Self {
+        use kube::runtime::watcher::Error;
+        match error {
+            Error::InitialListFailed(e) | Error::WatchStartFailed(e) | Error::WatchFailed(e) => {
+                Self::of(e)
+            }
+            Error::WatchError(status) => Self::of_status(status),
+            Error::NoResourceVersion => Self::Other,
+        }
+    }
+}
+
+/// Whether a watch error means the server gave no answer (as opposed to an API status).
+pub fn is_unanswered(error: &kube::runtime::watcher::Error) -> bool {
+    Failure::of_watch(error) == Failure::Unanswered
+}
+
+/// How long a watch waits between two probes while its back-off delay is `delay`, before jitter.
+pub fn probe_interval(delay: Duration) -> Duration {
+    (delay / PROBES_PER_BACKOFF).max(PROBE_INTERVAL)
+}
+
+/// `interval` with ±20 % of jitter, so that watches failing together do not probe in step.
+pub fn jittered(interval: Duration) -> Duration {
+    interval.mul_f64(0.8 + 0.4 * rand::random::<f64>())
+}
 
 /// The probe and its signal. Cheap to clone; clones share them.
 #[derive(Clone)]
 pub struct Reachability {
     client: Client,
     probing: Arc<AtomicBool>,
-    /// Bumped each time the server answers again after a failure.
+    /// Bumped each time the server answers (or serves) again after a failure.
     recovered: Arc<watch::Sender<u64>>,
+    /// When this process's next probe of a refused request may go.
+    next_probe: Arc<Mutex<Instant>>,
 }
 
 impl std::fmt::Debug for Reachability {
@@ -45,12 +140,48 @@ impl Reachability {
             client,
             probing: Arc::default(),
             recovered: Arc::new(watch::channel(0).0),
+            next_probe: Arc::new(Mutex::new(Instant::now())),
         }
     }
 
-    /// A receiver that changes each time the server answers again after [`Self::unreachable`].
+    /// A receiver that changes each time the server answers again after [`Self::unreachable`],
+    /// or serves again after refusals ([`Self::serves_again`]).
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.recovered.subscribe()
+    }
+
+    /// Waits for this process's next turn to probe a refused request: probes go at least
+    /// [`PROBE_INTERVAL`] apart however many watches fail, and none before a `Retry-After`
+    /// ([`Self::retry_after`]) has passed. Turns are handed out in order of asking.
+    pub async fn probe_turn(&self) {
+        let turn = {
+            let mut next = self
+                .next_probe
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let turn = (*next).max(Instant::now());
+            *next = turn + PROBE_INTERVAL;
+            turn
+        };
+        tokio::time::sleep_until(turn).await;
+    }
+
+    /// The server asked to wait `wait` (a 429's `Retry-After`, at most [`MAX_RETRY_AFTER`]):
+    /// no probe goes before.
+    pub fn retry_after(&self, wait: Duration) {
+        let until = Instant::now() + wait.min(MAX_RETRY_AFTER);
+        let mut next = self
+            .next_probe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *next = (*next).max(until);
+    }
+
+    /// A probe of a refused request succeeded: every watch still backing off, and every failed
+    /// reconcile, retries now.
+    pub fn serves_again(&self) {
+        tracing::info!("the API server serves again: watches and failed reconciles retry now");
+        self.recovered.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// A request went unanswered: probe until the server answers (one probe at a time).
@@ -80,17 +211,6 @@ impl Reachability {
     }
 }
 
-/// Whether a watch error means the server gave no answer (as opposed to an API status).
-pub fn is_unanswered(error: &kube::runtime::watcher::Error) -> bool {
-    use kube::runtime::watcher::Error;
-    match error {
-        Error::InitialListFailed(e) | Error::WatchStartFailed(e) | Error::WatchFailed(e) => {
-            !matches!(e, kube::Error::Api(_) | kube::Error::SerdeError(_))
-        }
-        Error::WatchError(_) | Error::NoResourceVersion => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +226,75 @@ mod tests {
         assert!(is_unanswered(&Error::WatchStartFailed(
             kube::Error::Service("connection refused".into())
         )));
+    }
+
+    #[test]
+    fn refusals_are_5xx_and_429_with_their_retry_after() {
+        let mut throttled =
+            kube::core::Status::failure("slow down", "TooManyRequests").with_code(429);
+        throttled.details = Some(
+            serde_json::from_value(serde_json::json!({"retryAfterSeconds": 2})).expect("details"),
+        );
+        assert_eq!(
+            Failure::of_watch(&Error::WatchStartFailed(kube::Error::Api(Box::new(
+                throttled
+            )))),
+            Failure::Refused {
+                retry_after: Some(Duration::from_secs(2))
+            }
+        );
+        let storm = kube::core::Status::failure("unavailable", "ServiceUnavailable").with_code(503);
+        assert_eq!(
+            Failure::of_watch(&Error::InitialListFailed(kube::Error::Api(Box::new(storm)))),
+            Failure::Refused { retry_after: None }
+        );
+        let forbidden = kube::core::Status::failure("no", "Forbidden").with_code(403);
+        assert_eq!(Failure::of_status(&forbidden), Failure::Other);
+    }
+
+    #[test]
+    fn probes_slow_down_with_the_back_off() {
+        assert_eq!(probe_interval(Duration::from_millis(800)), PROBE_INTERVAL);
+        assert_eq!(
+            probe_interval(Duration::from_secs(8)),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            probe_interval(Duration::from_secs(32)),
+            Duration::from_secs(2)
+        );
+        for _ in 0..100 {
+            let j = jittered(Duration::from_secs(1));
+            assert!(
+                j >= Duration::from_millis(800) && j <= Duration::from_millis(1200),
+                "{j:?}"
+            );
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probe_turns_are_paced_process_wide_and_wait_out_retry_after() {
+        let client = kube::Client::try_from(kube::Config::new(
+            "http://127.0.0.1:1".parse().expect("a URL"),
+        ))
+        .expect("a client");
+        let reachability = Reachability::new(client);
+        let started = Instant::now();
+        for _ in 0..4 {
+            reachability.probe_turn().await;
+        }
+        assert_eq!(
+            started.elapsed(),
+            PROBE_INTERVAL * 3,
+            "one probe per interval"
+        );
+        reachability.retry_after(Duration::from_secs(5));
+        let asked = Instant::now();
+        reachability.probe_turn().await;
+        assert_eq!(
+            asked.elapsed(),
+            Duration::from_secs(5),
+            "none before Retry-After"
+        );
     }
 }

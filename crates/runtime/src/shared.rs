@@ -18,7 +18,8 @@
 //!   and the subscribers already there see an ordinary relist (their caches are level-based);
 //! - the watch backs off on errors itself (kube-runtime's default backoff) and forwards each
 //!   error, so subscribers log it but need no backoff of their own; when the server gave no
-//!   answer, the back-off ends the moment it answers again (see [`crate::reachability`]);
+//!   answer, or answered "not now" (a 5xx, a 429), the back-off ends the moment it answers, or
+//!   serves the failing request, again (see [`crate::reachability`]);
 //! - delivery is lossless: a subscriber's queue is bounded, and a full one makes the watch wait
 //!   (as kube-runtime's shared streams do), so a subscriber must keep polling its stream;
 //! - the watch stops when its last subscriber drops its stream.
@@ -26,11 +27,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt as _};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource};
+use kube::api::{Api, ApiResource, ListParams, WatchParams};
 use kube::core::DynamicResourceScope;
 use kube::runtime::utils::Backoff as _;
 use kube::runtime::watcher;
@@ -45,7 +48,7 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::metrics::Metrics;
-use crate::reachability::{Reachability, is_unanswered};
+use crate::reachability::{Failure, Reachability, jittered, probe_interval};
 
 /// Events a subscriber's queue holds before the shared watch waits for it.
 const SUBSCRIBER_QUEUE: usize = 1024;
@@ -401,8 +404,9 @@ enum Delivered {
 /// One shared watch: runs kube-runtime's watcher for its subscribers until the last leaves.
 ///
 /// The watcher is polled without kube-runtime's `StreamBackoff`: this loop backs off itself
-/// (with the same default back-off), so that the wait can end early when the server answers
-/// again after an outage (see [`crate::reachability`]).
+/// (with the same default back-off, and never sooner than a 429's `Retry-After`), so that the
+/// wait can end early when the server answers again after an outage, or serves again after
+/// refusals (see [`crate::reachability`]).
 #[allow(clippy::too_many_arguments)] // one task's whole state, passed once
 async fn run_watch(
     client: Client,
@@ -418,6 +422,11 @@ async fn run_watch(
         Some(ns) => Api::namespaced_with(client, ns, &ar),
         None => Api::all_with(client, &ar),
     };
+    let probe = Probe {
+        api: api.clone(),
+        label_selector: config.label_selector.clone(),
+        field_selector: config.field_selector.clone(),
+    };
     let labels = key.labels();
     let subscriber_gauge = metrics.subscribers.get_or_create(&labels).clone();
     let start = || -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
@@ -431,6 +440,8 @@ async fn run_watch(
     let mut recovered = reachability.subscribe();
     // Set while backing off after an error: the watcher is not polled until it fires.
     let mut waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
+    // Set while backing off after a refusal: probes until the failing request is served.
+    let mut probing: Option<BoxFuture<'static, bool>> = None;
     loop {
         tokio::select! {
             // Joins and leaves first, so a newcomer is in place before the next event.
@@ -455,13 +466,25 @@ async fn run_watch(
                 Some(Control::Leave(id)) => subscribers.retain(|(i, _)| *i != id),
                 None => break,
             },
-            // The server answers again: stop waiting, and start the back-off afresh.
+            // The server answers, or serves, again: stop waiting. The back-off starts afresh
+            // only once the watch works again (if it still fails, it backs off further).
             Ok(()) = recovered.changed(), if waiting.is_some() => {
                 waiting = None;
-                backoff.reset();
+                probing = None;
             }
             () = async { if let Some(sleep) = waiting.as_mut() { sleep.await } }, if waiting.is_some() => {
                 waiting = None;
+                probing = None;
+            }
+            // The failing request is served again: retry now, and tell the others (unless the
+            // probe got another answer, which only this watch's retry needs to see).
+            served = async { match probing.as_mut() { Some(probe) => probe.await, None => false } }, if probing.is_some() => {
+                tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, served, "the probe was answered; the watch retries now");
+                waiting = None;
+                probing = None;
+                if served {
+                    reachability.serves_again();
+                }
             }
             event = stream.next(), if waiting.is_none() => {
                 let Some(event) = event else {
@@ -476,12 +499,29 @@ async fn run_watch(
                     // An error changes nothing delivered (a failed list starts again with Init).
                     Err(error) => {
                         tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off");
-                        if is_unanswered(error) {
-                            // Seen before the probe could answer: only a later answer counts.
-                            recovered.borrow_and_update();
-                            reachability.unreachable();
+                        // Recoveries seen so far came before this failure: only a later one
+                        // ends its wait.
+                        recovered.borrow_and_update();
+                        let mut delay = backoff.next();
+                        match Failure::of_watch(error) {
+                            Failure::Unanswered => reachability.unreachable(),
+                            Failure::Refused { retry_after } => {
+                                if let Some(wait) = retry_after {
+                                    delay = delay.map(|d| d.max(wait));
+                                    reachability.retry_after(wait);
+                                }
+                                if let Some(delay) = delay {
+                                    let list_failed = matches!(error, watcher::Error::InitialListFailed(_));
+                                    probing = Some(Box::pin(probe.clone().until_served(
+                                        !list_failed,
+                                        probe_interval(delay),
+                                        reachability.clone(),
+                                    )));
+                                }
+                            }
+                            Failure::Other => {}
                         }
-                        if let Some(delay) = backoff.next() {
+                        if let Some(delay) = delay {
                             waiting = Some(Box::pin(tokio::time::sleep(delay)));
                         }
                     }
@@ -502,6 +542,65 @@ async fn run_watch(
         }
     }
     subscriber_gauge.set(0);
+}
+
+/// The probe of a watch refused by the server (see [`crate::reachability`]): a request of the
+/// kind that failed, on the watch's own resource, namespace and selectors (so also the same
+/// permissions).
+#[derive(Clone)]
+struct Probe {
+    api: Api<RawObject>,
+    label_selector: Option<String>,
+    field_selector: Option<String>,
+}
+
+impl Probe {
+    /// Returns true once the server serves the probe (false once it answers with anything but a
+    /// refusal, which a retry would get too), probing every `interval` (with jitter) at most, in this
+    /// process's probe turns. `watch`: the WATCH failed, so the probe watches too (from the
+    /// LIST's resourceVersion: nothing to send, dropped once accepted).
+    async fn until_served(
+        self,
+        watch: bool,
+        interval: Duration,
+        reachability: Reachability,
+    ) -> bool {
+        loop {
+            tokio::time::sleep(jittered(interval)).await;
+            reachability.probe_turn().await;
+            let failure = match self.once(watch).await {
+                Ok(()) => return true,
+                Err(error) => Failure::of(&error),
+            };
+            match failure {
+                Failure::Refused { retry_after } => {
+                    if let Some(wait) = retry_after {
+                        reachability.retry_after(wait);
+                    }
+                }
+                Failure::Unanswered => reachability.unreachable(),
+                Failure::Other => return false,
+            }
+        }
+    }
+
+    async fn once(&self, watch: bool) -> Result<(), kube::Error> {
+        let mut list = ListParams::default().limit(1);
+        list.label_selector.clone_from(&self.label_selector);
+        list.field_selector.clone_from(&self.field_selector);
+        let listed = self.api.list(&list).await?;
+        if !watch {
+            return Ok(());
+        }
+        let Some(version) = listed.metadata.resource_version else {
+            return Ok(());
+        };
+        let mut params = WatchParams::default().timeout(1);
+        params.label_selector.clone_from(&self.label_selector);
+        params.field_selector.clone_from(&self.field_selector);
+        // Accepted once the server sends its headers; the stream itself is not read.
+        self.api.watch(&params, &version).await.map(drop)
+    }
 }
 
 /// Leaves the registry when no subscriber remains — unless one is joining, which is then added.

@@ -26,6 +26,9 @@ use crate::{Error, ObjectKey};
 
 /// How long a presigned URL stays valid: one request's worth.
 const SIGNATURE_TTL: Duration = Duration::from_secs(300);
+/// Pages of one listing read at most (S3 pages hold up to 1,000 objects: ten million objects,
+/// far more than a vault holds).
+const MAX_LIST_PAGES: usize = 10_000;
 /// A request that takes longer than this is treated as an unreachable backend.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -207,6 +210,7 @@ impl S3Backend {
     async fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, Error> {
         let mut out = Vec::new();
         let mut token: Option<String> = None;
+        let mut pages = 0;
         loop {
             let mut action = ListObjectsV2::new(&self.bucket, self.credentials.as_ref());
             action.with_prefix(prefix);
@@ -228,10 +232,27 @@ impl S3Backend {
                     .into_iter()
                     .map(|c| (c.key, c.size.unwrap_or(0))),
             );
-            match page.next_continuation_token {
-                Some(next) => token = Some(next),
-                None => return Ok(out),
+            let Some(next) = page.next_continuation_token else {
+                return Ok(out);
+            };
+            // A server that hands back the token it was given, or pages without end, would
+            // keep this loop (and the reconcile waiting on it) forever.
+            pages += 1;
+            let endless = if token.as_deref() == Some(next.as_str()) {
+                Some("the listing repeats its continuation token".to_owned())
+            } else if pages >= MAX_LIST_PAGES {
+                Some(format!("the listing goes on past {MAX_LIST_PAGES} pages"))
+            } else {
+                None
+            };
+            if let Some(reason) = endless {
+                return Err(Error::S3 {
+                    operation: "list",
+                    object: prefix.to_owned(),
+                    reason,
+                });
             }
+            token = Some(next);
         }
     }
 }

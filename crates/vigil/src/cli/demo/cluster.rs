@@ -139,13 +139,11 @@ pub async fn play(
     std::fs::write(kubeconfig_out, &kubeconfig.0)
         .with_context(|| format!("writing {}", kubeconfig_out.display()))?;
     let text = String::from_utf8(kubeconfig.0.clone())?;
-    let new_cluster = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::from_yaml(&text)?,
-            &Default::default(),
-        )
-        .await?,
-    )?;
+    // Read from a Secret: refused if it would run a command or read this machine's files.
+    let config = vigil_provider::kubeconfig::client_config(&text)
+        .await
+        .with_context(|| format!("the kubeconfig in Secret {}", kubeconfig_secret_name(NAME)))?;
+    let new_cluster = kube::Client::try_from(config)?;
     let version = new_cluster.apiserver_version().await?;
     step(
         started,
