@@ -18,8 +18,8 @@ use vigil_runtime::conditions::{self, NewCondition, Status};
 /// Held while the topic may exist in Kafka; added before Vigil creates anything.
 pub const FINALIZER: &str = "kafka.vigil.dev/topic";
 
-pub const READY: &str = "Ready";
-pub const DEGRADED: &str = "Degraded";
+/// Condition types this controller writes.
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 pub const DELETING: &str = "Deleting";
 
 pub const REASON_READY: &str = "TopicReady";
