@@ -448,8 +448,7 @@ fn retained(name: &str) -> EventNote {
 /// The decision given the broker's view of the topic.
 fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
     let mut plan = Plan::keep(view.status);
-    let generation = view.generation;
-    plan.status.observed_generation = generation;
+    plan.status.observed_generation = view.generation;
     let name = view.managed_name();
     if view.deleting {
         decide_deletion(view, observed, &name, now, &mut plan);
@@ -457,80 +456,112 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
     }
     plan.status.topic_name = Some(name.clone());
     record_observed(view, observed, &mut plan.status);
-
     let declared = view.declared_name();
     if declared != name {
-        let message = format!(
-            "spec.topicName is {declared:?} but this object manages topic {name:?}; Kafka cannot \
-             rename topics: restore the name, or create a new Topic object"
-        );
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(READY, Status::False, REASON_NAME_IMMUTABLE, message.clone()),
-                cond(DEGRADED, Status::True, REASON_NAME_IMMUTABLE, message),
-            ],
-        );
-        return plan;
-    }
-
-    let Some(topic) = &observed.topic else {
-        if view.status.topic_id.is_some() {
-            plan.drift = true;
-            plan.events.push(note(
-                true,
-                EVENT_RECREATED,
-                format!("topic {name} was deleted outside Vigil; creating it again"),
-            ));
+        decide_renamed(view, &name, &declared, now, &mut plan);
+    } else if let Some(topic) = &observed.topic {
+        if owns(view, topic) {
+            decide_owned(view, observed, topic, &name, now, &mut plan);
+        } else {
+            decide_not_owned(view, topic, &name, now, &mut plan);
         }
+    } else {
+        decide_missing(view, &name, now, &mut plan);
+    }
+    plan
+}
+
+/// `spec.topicName` changed: Kafka cannot rename a topic, so nothing is written and the Topic is
+/// degraded until the name is restored.
+fn decide_renamed(view: &TopicView<'_>, name: &str, declared: &str, now: &Time, plan: &mut Plan) {
+    let message = format!(
+        "spec.topicName is {declared:?} but this object manages topic {name:?}; Kafka cannot \
+         rename topics: restore the name, or create a new Topic object"
+    );
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(READY, Status::False, REASON_NAME_IMMUTABLE, message.clone()),
+            cond(DEGRADED, Status::True, REASON_NAME_IMMUTABLE, message),
+        ],
+    );
+}
+
+/// The topic is not in Kafka: create it (recording `status.creating` first), and say it was
+/// recreated when it had been Vigil's.
+fn decide_missing(view: &TopicView<'_>, name: &str, now: &Time, plan: &mut Plan) {
+    if view.status.topic_id.is_some() {
+        plan.drift = true;
+        plan.events.push(note(
+            true,
+            EVENT_RECREATED,
+            format!("topic {name} was deleted outside Vigil; creating it again"),
+        ));
+    }
+    plan.status.topic_id = None;
+    plan.status.creating = Some(true);
+    plan.mark_creating = view.status.creating != Some(true);
+    plan.ops.push(BrokerOp::Create {
+        name: name.to_owned(),
+        partitions: view.spec.partitions,
+        replication_factor: view
+            .spec
+            .replication_factor
+            .and_then(|r| i16::try_from(r).ok())
+            .unwrap_or(-1),
+        config: view.spec.config.clone(),
+    });
+    let message = format!("creating topic {name}");
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[cond(READY, Status::False, REASON_CREATING, message)],
+    );
+}
+
+/// A topic of this name exists that this object did not create nor adopt: left alone, reported.
+fn decide_not_owned(
+    view: &TopicView<'_>,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
+    let message = format!(
+        "topic {name} exists in Kafka (id {}) and was not created by this object; set \
+         spec.adopt: true to manage it (it is then also deleted with this object unless \
+         deletionPolicy is Retain)",
+        topic.id
+    );
+    if view.status.topic_id.is_some() {
+        // It was ours and was replaced (deleted and created again) outside Vigil.
         plan.status.topic_id = None;
-        plan.status.creating = Some(true);
-        plan.mark_creating = view.status.creating != Some(true);
-        plan.ops.push(BrokerOp::Create {
-            name: name.clone(),
-            partitions: view.spec.partitions,
-            replication_factor: view
-                .spec
-                .replication_factor
-                .and_then(|r| i16::try_from(r).ok())
-                .unwrap_or(-1),
-            config: view.spec.config.clone(),
-        });
-        let message = format!("creating topic {name}");
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[cond(READY, Status::False, REASON_CREATING, message)],
-        );
-        return plan;
-    };
-
-    if !owns(view, topic) {
-        let message = format!(
-            "topic {name} exists in Kafka (id {}) and was not created by this object; set \
-             spec.adopt: true to manage it (it is then also deleted with this object unless \
-             deletionPolicy is Retain)",
-            topic.id
-        );
-        if view.status.topic_id.is_some() {
-            // It was ours and was replaced (deleted and created again) outside Vigil.
-            plan.status.topic_id = None;
-        }
-        push_transition(view, &mut plan, REASON_NOT_OWNED, &message);
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(READY, Status::False, REASON_NOT_OWNED, message.clone()),
-                cond(DEGRADED, Status::True, REASON_NOT_OWNED, message),
-            ],
-        );
-        return plan;
     }
+    push_transition(view, plan, REASON_NOT_OWNED, &message);
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(READY, Status::False, REASON_NOT_OWNED, message.clone()),
+            cond(DEGRADED, Status::True, REASON_NOT_OWNED, message),
+        ],
+    );
+}
+
+/// The topic is this object's: record its id (an adoption says so), write what differs from
+/// the spec, refuse what Kafka cannot do, and set the conditions.
+fn decide_owned(
+    view: &TopicView<'_>,
+    observed: &Observed,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
     if view.status.topic_id.as_deref() != Some(topic.id.as_str())
         && view.status.creating != Some(true)
     {
@@ -541,15 +572,51 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
         ));
     }
     let converged_before = view.status.topic_id.as_deref() == Some(topic.id.as_str())
-        && view.status.observed_generation == generation;
+        && view.status.observed_generation == view.generation;
     plan.status.topic_id = Some(topic.id.clone());
     plan.status.creating = None;
+    let refused = align(view, observed, topic, name, plan);
+    if !plan.ops.is_empty() {
+        plan.drift = converged_before;
+        let what = describe_ops(&plan.ops);
+        if plan.drift {
+            plan.events.push(note(
+                true,
+                EVENT_DRIFT,
+                format!("topic {name} was changed outside Vigil; restoring: {what}"),
+            ));
+        }
+        let message = format!("updating topic {name}: {what}");
+        set_all(
+            &mut plan.status,
+            view.generation,
+            now,
+            &[cond(READY, Status::False, REASON_UPDATING, message)],
+        );
+    }
+    if refused.is_empty() {
+        if plan.ops.is_empty() {
+            set_as_declared(view, topic, name, now, plan);
+        }
+    } else {
+        refuse(view, &refused, now, plan);
+    }
+}
 
-    let mut refused: Vec<(&'static str, String)> = Vec::new();
+/// The writes that bring an owned topic to the spec (more partitions, configs), and what Kafka
+/// cannot do (fewer partitions, another replication factor) as (reason, message).
+fn align(
+    view: &TopicView<'_>,
+    observed: &Observed,
+    topic: &TopicDescription,
+    name: &str,
+    plan: &mut Plan,
+) -> Vec<(&'static str, String)> {
+    let mut refused = Vec::new();
     let spec = view.spec;
     if spec.partitions > topic.partitions {
         plan.ops.push(BrokerOp::AddPartitions {
-            name: name.clone(),
+            name: name.to_owned(),
             count: spec.partitions,
         });
     } else if spec.partitions < topic.partitions {
@@ -577,70 +644,62 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
     let changes = config_changes(view, observed);
     if !changes.is_empty() {
         plan.ops.push(BrokerOp::AlterConfig {
-            name: name.clone(),
+            name: name.to_owned(),
             changes,
         });
     }
+    refused
+}
 
-    if !plan.ops.is_empty() {
-        plan.drift = converged_before;
-        let what = describe_ops(&plan.ops);
-        if plan.drift {
-            plan.events.push(note(
-                true,
-                EVENT_DRIFT,
-                format!("topic {name} was changed outside Vigil; restoring: {what}"),
-            ));
-        }
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[cond(
+/// What Kafka cannot do is reported: `Degraded` (and `Ready` false when nothing else is under
+/// way), with a Warning when that is news.
+fn refuse(view: &TopicView<'_>, refused: &[(&'static str, String)], now: &Time, plan: &mut Plan) {
+    let Some((reason, _)) = refused.first() else {
+        return;
+    };
+    let message = refused
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    push_transition(view, plan, reason, &message);
+    let mut list = vec![cond(DEGRADED, Status::True, reason, message.clone())];
+    if plan.ops.is_empty() {
+        list.push(cond(READY, Status::False, reason, message));
+    }
+    set_all(&mut plan.status, view.generation, now, &list);
+}
+
+/// Nothing to write and nothing refused: `Ready`, not `Degraded`.
+fn set_as_declared(
+    view: &TopicView<'_>,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(
                 READY,
+                Status::True,
+                REASON_READY,
+                format!(
+                    "topic {name} exists with {} partitions and the declared config",
+                    topic.partitions
+                ),
+            ),
+            cond(
+                DEGRADED,
                 Status::False,
-                REASON_UPDATING,
-                format!("updating topic {name}: {what}"),
-            )],
-        );
-    }
-    if let Some((reason, _)) = refused.first() {
-        let message = refused
-            .iter()
-            .map(|(_, m)| m.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        push_transition(view, &mut plan, reason, &message);
-        let mut list = vec![cond(DEGRADED, Status::True, reason, message.clone())];
-        if plan.ops.is_empty() {
-            list.push(cond(READY, Status::False, reason, message));
-        }
-        set_all(&mut plan.status, generation, now, &list);
-    } else if plan.ops.is_empty() {
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(
-                    READY,
-                    Status::True,
-                    REASON_READY,
-                    format!(
-                        "topic {name} exists with {} partitions and the declared config",
-                        topic.partitions
-                    ),
-                ),
-                cond(
-                    DEGRADED,
-                    Status::False,
-                    REASON_AS_DECLARED,
-                    "nothing keeps the topic from its declared state".into(),
-                ),
-            ],
-        );
-    }
-    plan
+                REASON_AS_DECLARED,
+                "nothing keeps the topic from its declared state".into(),
+            ),
+        ],
+    );
 }
 
 /// A Warning Event for a refusal, when the status does not already report it (once per
