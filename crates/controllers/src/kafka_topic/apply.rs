@@ -124,6 +124,22 @@ async fn observe_broker(admin: &Admin, name: &str) -> (Observation, Option<Cause
     }
 }
 
+/// The Topic's status as this reconcile last read or wrote it, and its resourceVersion then: a
+/// status write sends what differs from it.
+struct Current<'a> {
+    status: Option<&'a TopicStatus>,
+    version: Option<String>,
+}
+
+impl<'a> Current<'a> {
+    fn read(topic: &'a Topic) -> Self {
+        Self {
+            status: topic.status.as_ref(),
+            version: topic.metadata.resource_version.clone(),
+        }
+    }
+}
+
 /// Observes, decides, writes — and when the decision wrote to the broker, looks again and
 /// decides on what Kafka holds now, so the status records the result.
 async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
@@ -138,7 +154,8 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
         })
     };
     if !decide::asks_broker(&view, ctx.unchanged_since_settled(topic, view.deleting)) {
-        return finish(ctx, topic, decide_on(&Observation::NotAsked), None).await;
+        let plan = decide_on(&Observation::NotAsked);
+        return finish(ctx, topic, Current::read(topic), plan, None).await;
     }
     let config = match observe::client_config(ctx, topic).await {
         Ok(config) => config,
@@ -148,7 +165,8 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
                 message: e.message(),
             };
             let plan = decide_on(&Observation::Failed(failure));
-            return finish(ctx, topic, plan, Some(Cause::Credentials(e))).await;
+            let cause = Some(Cause::Credentials(e));
+            return finish(ctx, topic, Current::read(topic), plan, cause).await;
         }
     };
     let admin = ctx.admins.get(config, &ctx.metrics.requests);
@@ -156,7 +174,13 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
     let (observation, cause) = observe_broker(&admin, &name).await;
     let plan = decide_on(&observation);
     if plan.ops.is_empty() {
-        return finish(ctx, topic, plan, cause).await;
+        return finish(ctx, topic, Current::read(topic), plan, cause).await;
+    }
+    let mut current = Current::read(topic);
+    if plan.mark_creating {
+        // Recorded before the create goes out: after a crash, the topic is known to be ours.
+        current.version = write_status(ctx, topic, current.status, &plan.status).await?;
+        current.status = Some(&plan.status);
     }
     let (written, write_cause) = write(ctx, topic, &admin, &plan).await?;
     let (observation, cause) = observe_broker(&admin, &name).await;
@@ -170,11 +194,10 @@ async fn apply_topic(topic: &Topic, ctx: &Context) -> Result<Action, Error> {
         now: &self::now(),
     });
     // The decision reports the look's failure first, else the first failed write.
-    finish(ctx, topic, after, cause.or(write_cause)).await
+    finish(ctx, topic, current, after, cause.or(write_cause)).await
 }
 
-/// Executes a plan's broker writes (after recording `status.creating` when it says so) and
-/// publishes its Events. Every write goes out even when one fails (a refused partition
+/// Executes a plan's broker writes and publishes its Events. Every write goes out even when one fails (a refused partition
 /// increase must not hold a config change back); the first failure's error comes back too.
 async fn write(
     ctx: &Context,
@@ -184,10 +207,6 @@ async fn write(
 ) -> Result<(Written, Option<Cause>), Error> {
     if plan.drift {
         ctx.metrics.drift.inc();
-    }
-    if plan.mark_creating {
-        // Recorded before the create goes out: after a crash, the topic is known to be ours.
-        write_status(ctx, topic, &plan.status).await?;
     }
     let mut written = Written::default();
     let mut cause = None;
@@ -215,6 +234,7 @@ async fn write(
 async fn finish(
     ctx: &Context,
     topic: &Topic,
+    current: Current<'_>,
     plan: Plan,
     cause: Option<Cause>,
 ) -> Result<Action, Error> {
@@ -223,9 +243,9 @@ async fn finish(
         ctx.forget_settled(&ObjectRef::from_obj(topic));
         return Ok(Action::await_change());
     }
-    let mut version = topic.metadata.resource_version.clone();
-    if topic.status.as_ref() != Some(&plan.status) {
-        version = write_status(ctx, topic, &plan.status).await?;
+    let mut version = current.version;
+    if current.status != Some(&plan.status) {
+        version = write_status(ctx, topic, current.status, &plan.status).await?;
     }
     if let Some(failure) = plan.failure {
         return Err(failed(failure, cause));
@@ -293,24 +313,40 @@ async fn execute(admin: &Admin, op: &BrokerOp) -> vigil_kafka::Result<Option<Str
     }
 }
 
-/// Writes the status (only what differs, through the runtime's status writer); returns the
-/// object's new resourceVersion — `None` when the object is gone.
+/// Writes the status where it differs from `current` (through the runtime's status writer);
+/// returns the object's new resourceVersion — `None` when the object is gone.
 async fn write_status(
     ctx: &Context,
     topic: &Topic,
+    current: Option<&TopicStatus>,
     status: &TopicStatus,
 ) -> Result<Option<String>, Error> {
     let lists = ["conditions"];
+    let base = assume_set(current);
     match ctx
         .runtime
-        .write_status(NAME, topic, topic.status.as_ref(), status, &lists)
+        .write_status(NAME, topic, Some(&base), status, &lists)
         .await
     {
-        Ok(version) => Ok(version.or_else(|| topic.metadata.resource_version.clone())),
+        Ok(version) => Ok(version),
         // Gone: nothing to report on.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// `current` with every optional field set: the writer then clears each one the new status
+/// leaves out, even when `current` (the object as last read, maybe behind the object's latest
+/// status) does not show it.
+fn assume_set(current: Option<&TopicStatus>) -> TopicStatus {
+    let mut base = current.cloned().unwrap_or_default();
+    base.observed_generation.get_or_insert(0);
+    base.topic_name.get_or_insert_default();
+    base.topic_id.get_or_insert_default();
+    base.creating.get_or_insert(false);
+    base.partitions.get_or_insert(0);
+    base.replication_factor.get_or_insert(0);
+    base
 }
 
 async fn publish(ctx: &Context, topic: &Topic, notes: &[EventNote]) {

@@ -11,9 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, TopicSpec, TopicStatus};
-use vigil_kafka::{ConfigChange, ConfigValue, TopicDescription};
+use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, TopicStatus};
+use vigil_kafka::{ConfigChange, TopicDescription};
 use vigil_runtime::conditions::{self, NewCondition, Status};
+
+pub use super::model::{
+    BrokerOp, EventNote, Failure, Inputs, Observation, Observed, Plan, TopicView, Written,
+};
 
 /// Held while the topic may exist in Kafka; added before Vigil creates anything.
 pub const FINALIZER: &str = "kafka.vigil.dev/topic";
@@ -46,66 +50,6 @@ pub const EVENT_DELETED: &str = "TopicDeleted";
 pub const EVENT_RETAINED: &str = "TopicRetained";
 pub const EVENT_LEFT: &str = "TopicLeftInKafka";
 
-/// The Topic object, as decisions read it.
-#[derive(Debug, Clone)]
-pub struct TopicView<'a> {
-    /// `metadata.name`.
-    pub name: &'a str,
-    pub generation: Option<i64>,
-    pub spec: &'a TopicSpec,
-    pub status: &'a TopicStatus,
-    pub deleting: bool,
-    /// `deletionPolicy: Retain` or the retain annotation.
-    pub retain: bool,
-}
-
-impl TopicView<'_> {
-    /// The Kafka topic this object manages: the one recorded at creation, else the declared one.
-    pub fn managed_name(&self) -> String {
-        self.status
-            .topic_name
-            .clone()
-            .unwrap_or_else(|| self.declared_name())
-    }
-
-    pub fn declared_name(&self) -> String {
-        self.spec
-            .topic_name
-            .clone()
-            .unwrap_or_else(|| self.name.to_owned())
-    }
-}
-
-/// What the broker says about the topic.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
-    pub topic: Option<TopicDescription>,
-    /// The topic's configs (values; `None`: no value).
-    pub config: BTreeMap<String, Option<String>>,
-    /// The configs set on the topic itself (not inherited from the broker's defaults).
-    pub set_on_topic: BTreeSet<String>,
-}
-
-impl Observed {
-    /// The view of a topic from its description and its `DescribeConfigs` entries.
-    pub fn from_broker(
-        topic: Option<TopicDescription>,
-        configs: BTreeMap<String, ConfigValue>,
-    ) -> Self {
-        let set_on_topic = configs
-            .iter()
-            .filter(|(_, v)| v.set_on_topic)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let config = configs.into_iter().map(|(k, v)| (k, v.value)).collect();
-        Self {
-            topic,
-            config,
-            set_on_topic,
-        }
-    }
-}
-
 /// Topic configs that other tools legitimately set on the topic and that Vigil leaves alone even
 /// when the spec does not declare them: the replication throttles that reassignment tools (Cruise
 /// Control, `kafka-reassign-partitions`) set and clear while they move replicas.
@@ -124,32 +68,6 @@ fn undeclared<'a>(
         .filter(|k| !declared.contains_key(*k) && !CONFIGS_OWNED_BY_OTHERS.contains(&k.as_str()))
 }
 
-/// A write to the broker.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BrokerOp {
-    Create {
-        name: String,
-        partitions: i32,
-        /// -1: the broker's default.
-        replication_factor: i16,
-        config: BTreeMap<String, String>,
-    },
-    AddPartitions {
-        name: String,
-        count: i32,
-    },
-    AlterConfig {
-        name: String,
-        changes: Vec<ConfigChange>,
-    },
-    Delete {
-        name: String,
-    },
-}
-
-/// An Event to emit.
-pub use vigil_runtime::events::EventNote;
-
 fn note(warning: bool, reason: &str, note: String) -> EventNote {
     EventNote {
         warning,
@@ -157,84 +75,6 @@ fn note(warning: bool, reason: &str, note: String) -> EventNote {
         note,
         related: None,
     }
-}
-
-/// What to do.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Broker writes, in order.
-    pub ops: Vec<BrokerOp>,
-    /// The status to record (written only if it differs).
-    pub status: TopicStatus,
-    pub events: Vec<EventNote>,
-    /// Record `status.creating` before the create goes out (crash safety: a topic found after a
-    /// restart is then known to be Vigil's).
-    pub mark_creating: bool,
-    /// The finalizer may go: nothing of this object is left in Kafka to delete.
-    pub remove_finalizer: bool,
-    /// The topic differed from what Vigil last recorded without a spec change: changed outside
-    /// Vigil.
-    pub drift: bool,
-    /// The reconcile fails with this once the status is recorded (retried with backoff).
-    pub failure: Option<Failure>,
-    /// Look at the broker again soon: Kafka applies some writes asynchronously (a delete, new
-    /// partitions), so what they asked for may not show yet.
-    pub look_again: bool,
-}
-
-impl Plan {
-    /// Nothing to do: the status as it is.
-    fn keep(status: &TopicStatus) -> Self {
-        Self {
-            ops: Vec::new(),
-            status: status.clone(),
-            events: Vec::new(),
-            mark_creating: false,
-            remove_finalizer: false,
-            drift: false,
-            failure: None,
-            look_again: false,
-        }
-    }
-}
-
-/// A failure of the broker or of the credentials to reach it: the condition reason, and what
-/// happened in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// What the controller learnt of the broker side before deciding.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Observation {
-    /// The broker was not asked ([`asks_broker`] said the object alone decides).
-    NotAsked,
-    /// The topic as the broker describes it.
-    Broker(Observed),
-    /// Reading the credentials or describing the topic failed.
-    Failed(Failure),
-}
-
-/// What the writes of a reconcile's first decision did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Written {
-    /// What each successful write did, as Normal Events.
-    pub done: Vec<EventNote>,
-    /// The first write that failed (the others still went out).
-    pub failure: Option<Failure>,
-}
-
-/// Everything one decision reads.
-#[derive(Debug, Clone)]
-pub struct Inputs<'a> {
-    pub topic: TopicView<'a>,
-    pub observation: &'a Observation,
-    /// The broker writes this reconcile already made, whose result `observation` shows; `None`
-    /// on a reconcile's first decision.
-    pub written: Option<&'a Written>,
-    pub now: &'a Time,
 }
 
 /// Whether the broker must be asked before deciding. Not for an object unchanged since a
@@ -895,7 +735,7 @@ pub fn condition<'a>(status: &'a TopicStatus, type_: &str) -> Option<&'a Conditi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vigil_apis::kafka_topic::ClusterRef;
+    use vigil_apis::kafka_topic::{ClusterRef, TopicSpec};
 
     /// A reconcile's first decision, on what the broker shows.
     fn decide(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
