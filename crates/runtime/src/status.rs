@@ -75,6 +75,22 @@ pub(crate) fn dynamic_api<K: Resource<DynamicType = ()>>(
     }
 }
 
+/// Sets to `null` what `old` has and `new` lacks, in nested objects too (a map such as a status's
+/// `config` merges key by key: a key it no longer has must be sent as `null` to go).
+fn clear_missing(old: &serde_json::Map<String, Value>, new: &mut serde_json::Map<String, Value>) {
+    for (key, old_value) in old {
+        match (new.get_mut(key), old_value) {
+            (None, _) => {
+                new.insert(key.clone(), Value::Null);
+            }
+            (Some(Value::Object(new_object)), Value::Object(old_object)) => {
+                clear_missing(old_object, new_object);
+            }
+            (Some(_), _) => {}
+        }
+    }
+}
+
 /// The status part of the merge patch from `current` to `desired` (see [`write`]).
 pub fn merge_patch<S: Serialize>(
     current: Option<&S>,
@@ -86,9 +102,7 @@ pub fn merge_patch<S: Serialize>(
         return Ok(patch);
     };
     if let Some(Value::Object(old)) = current.map(serde_json::to_value).transpose()? {
-        for key in old.keys() {
-            fields.entry(key.clone()).or_insert(Value::Null);
-        }
+        clear_missing(&old, fields);
     }
     for list in lists {
         match fields.get(*list) {
@@ -129,6 +143,17 @@ mod tests {
         assert_eq!(
             patch,
             serde_json::json!({"items": null, "message": null, "count": 2})
+        );
+    }
+
+    #[test]
+    fn keys_gone_from_a_nested_map_are_cleared() {
+        let old = serde_json::json!({"config": {"a": "1", "b": "2"}, "n": 1});
+        let new = serde_json::json!({"config": {"a": "1"}, "n": 1});
+        let patch = merge_patch(Some(&old), &new, &[]).expect("serializable");
+        assert_eq!(
+            patch,
+            serde_json::json!({"config": {"a": "1", "b": null}, "n": 1})
         );
     }
 

@@ -231,6 +231,67 @@ pub fn namespace_view(ns: &Namespace) -> NamespaceView {
     }
 }
 
+/// What the controller needs of a kind it copies (ConfigMap, Secret).
+pub trait Copied:
+    Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The content hash (as the lean cache computes it).
+    fn hash(&self) -> String;
+    /// Slims a listed object as the lean cache does.
+    fn slim(&mut self);
+    /// The object as the decision's view.
+    fn view(&self) -> ConfigMapView;
+    /// An object with this one's content (data, type, immutability) and empty metadata.
+    fn content(&self) -> Self;
+}
+
+impl Copied for ConfigMap {
+    fn hash(&self) -> String {
+        content_hash(self)
+    }
+    fn slim(&mut self) {
+        slim_config_map(self);
+    }
+    fn view(&self) -> ConfigMapView {
+        config_map_view(self)
+    }
+    fn content(&self) -> Self {
+        ConfigMap {
+            data: self.data.clone(),
+            binary_data: self.binary_data.clone(),
+            immutable: self.immutable,
+            ..ConfigMap::default()
+        }
+    }
+}
+
+impl Copied for Secret {
+    fn hash(&self) -> String {
+        secret_hash(self)
+    }
+    fn slim(&mut self) {
+        slim_secret(self);
+    }
+    fn view(&self) -> ConfigMapView {
+        secret_view(self)
+    }
+    fn content(&self) -> Self {
+        Secret {
+            data: self.data.clone(),
+            type_: self.type_.clone(),
+            immutable: self.immutable,
+            ..Secret::default()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

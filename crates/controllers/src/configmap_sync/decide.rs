@@ -447,19 +447,14 @@ fn unwanted_copies(inputs: &Inputs<'_>, wanted: &BTreeSet<String>) -> Vec<CopyRe
         .collect()
 }
 
-/// Every problem, most fundamental first, as (reason, message).
-fn problems(
-    inputs: &Inputs<'_>,
-    source: &Source<'_>,
-    found: &Findings<'_>,
-) -> Vec<(&'static str, String)> {
+/// What is wrong with the source, if anything (the most fundamental problem).
+fn source_problem(inputs: &Inputs<'_>, source: &Source<'_>) -> Option<(&'static str, String)> {
     let sync = inputs.sync;
     let spec = &sync.spec;
     let source_key = format!("{}/{}", spec.source_namespace, spec.config_map_name);
-    let mut problems: Vec<(&'static str, String)> = Vec::new();
     match source {
-        Source::Usable(_) => {}
-        Source::NotPermitted => problems.push((
+        Source::Usable(_) => None,
+        Source::NotPermitted => Some((
             REASON_CONSENT_MISSING,
             consent::missing_source_consent(
                 &spec.source_namespace,
@@ -467,7 +462,7 @@ fn problems(
                 &sync.namespace,
             ),
         )),
-        Source::NotFound => problems.push((
+        Source::NotFound => Some((
             REASON_SOURCE_NOT_FOUND,
             format!(
                 "source ConfigMap {source_key} not found; copies are {} (sourceDeletedPolicy: {:?})",
@@ -478,18 +473,30 @@ fn problems(
                 spec.source_deleted_policy()
             ),
         )),
-        Source::Disabled => problems.push((
+        Source::Disabled => Some((
             REASON_SECRETS_NOT_ENABLED,
             "copying Secrets is not enabled in this operator (vigil run --configmapsync-secrets)"
                 .to_owned(),
         )),
-        Source::TooLarge(size) => problems.push((
+        Source::TooLarge(size) => Some((
             REASON_SOURCE_TOO_LARGE,
             format!(
                 "source ConfigMap {source_key} holds {size} bytes, over the {MAX_SOURCE_BYTES}-byte limit of a ConfigMap; not copied"
             ),
         )),
     }
+}
+
+/// Every problem, most fundamental first, as (reason, message).
+fn problems(
+    inputs: &Inputs<'_>,
+    source: &Source<'_>,
+    found: &Findings<'_>,
+) -> Vec<(&'static str, String)> {
+    let sync = inputs.sync;
+    let spec = &sync.spec;
+    let mut problems: Vec<(&'static str, String)> =
+        source_problem(inputs, source).into_iter().collect();
     if !found.not_permitted.is_empty() {
         problems.push((
             REASON_CONSENT_MISSING,
@@ -573,7 +580,19 @@ fn status(
         synced: u32::try_from(synced).unwrap_or(u32::MAX),
         destinations: entries,
     };
-    let generation = inputs.sync.generation;
+    set_conditions(&mut status, inputs.sync.generation, synced, problems, now);
+    status
+}
+
+/// Sets `Ready` and `Degraded`: degraded by the first problem, ready when every destination is
+/// synced.
+fn set_conditions(
+    status: &mut ConfigMapSyncStatus,
+    generation: Option<i64>,
+    synced: usize,
+    problems: &[(&str, String)],
+    now: &Time,
+) {
     let message = degraded_message(problems);
     let sync_failed = format!(
         "{synced} of {} destinations synced",
@@ -624,7 +643,6 @@ fn status(
     };
     conditions::set(&mut status.conditions, &ready, now);
     conditions::set(&mut status.conditions, &degraded, now);
-    status
 }
 
 /// A Warning when the problems changed, and a note of the copies written and deleted.

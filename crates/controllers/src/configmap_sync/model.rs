@@ -148,3 +148,18 @@ pub struct Plan {
     pub deletes: Vec<CopyRef>,
     pub events: Vec<EventNote>,
 }
+
+/// Why a reconcile failed (it is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("API request failed")]
+    Api(#[from] kube::Error),
+    /// Some copies could not be written: `message` names every failed destination (the
+    /// quarantine's condition reads it), `source` is the first failure.
+    #[error("{message}")]
+    Copies {
+        message: String,
+        #[source]
+        source: kube::Error,
+    },
+}

@@ -11,15 +11,19 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, TopicSpec, TopicStatus};
-use vigil_kafka::{ConfigChange, ConfigValue, TopicDescription};
+use vigil_apis::kafka_topic::{RETAIN_ANNOTATION, TopicStatus};
+use vigil_kafka::{ConfigChange, TopicDescription};
 use vigil_runtime::conditions::{self, NewCondition, Status};
+
+pub use super::model::{
+    BrokerOp, EventNote, Failure, Inputs, Observation, Observed, Plan, TopicView, Written,
+};
 
 /// Held while the topic may exist in Kafka; added before Vigil creates anything.
 pub const FINALIZER: &str = "kafka.vigil.dev/topic";
 
-pub const READY: &str = "Ready";
-pub const DEGRADED: &str = "Degraded";
+/// Condition types this controller writes.
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 pub const DELETING: &str = "Deleting";
 
 pub const REASON_READY: &str = "TopicReady";
@@ -46,66 +50,6 @@ pub const EVENT_DELETED: &str = "TopicDeleted";
 pub const EVENT_RETAINED: &str = "TopicRetained";
 pub const EVENT_LEFT: &str = "TopicLeftInKafka";
 
-/// The Topic object, as decisions read it.
-#[derive(Debug, Clone)]
-pub struct TopicView<'a> {
-    /// `metadata.name`.
-    pub name: &'a str,
-    pub generation: Option<i64>,
-    pub spec: &'a TopicSpec,
-    pub status: &'a TopicStatus,
-    pub deleting: bool,
-    /// `deletionPolicy: Retain` or the retain annotation.
-    pub retain: bool,
-}
-
-impl TopicView<'_> {
-    /// The Kafka topic this object manages: the one recorded at creation, else the declared one.
-    pub fn managed_name(&self) -> String {
-        self.status
-            .topic_name
-            .clone()
-            .unwrap_or_else(|| self.declared_name())
-    }
-
-    pub fn declared_name(&self) -> String {
-        self.spec
-            .topic_name
-            .clone()
-            .unwrap_or_else(|| self.name.to_owned())
-    }
-}
-
-/// What the broker says about the topic.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Observed {
-    pub topic: Option<TopicDescription>,
-    /// The topic's configs (values; `None`: no value).
-    pub config: BTreeMap<String, Option<String>>,
-    /// The configs set on the topic itself (not inherited from the broker's defaults).
-    pub set_on_topic: BTreeSet<String>,
-}
-
-impl Observed {
-    /// The view of a topic from its description and its `DescribeConfigs` entries.
-    pub fn from_broker(
-        topic: Option<TopicDescription>,
-        configs: BTreeMap<String, ConfigValue>,
-    ) -> Self {
-        let set_on_topic = configs
-            .iter()
-            .filter(|(_, v)| v.set_on_topic)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let config = configs.into_iter().map(|(k, v)| (k, v.value)).collect();
-        Self {
-            topic,
-            config,
-            set_on_topic,
-        }
-    }
-}
-
 /// Topic configs that other tools legitimately set on the topic and that Vigil leaves alone even
 /// when the spec does not declare them: the replication throttles that reassignment tools (Cruise
 /// Control, `kafka-reassign-partitions`) set and clear while they move replicas.
@@ -124,32 +68,6 @@ fn undeclared<'a>(
         .filter(|k| !declared.contains_key(*k) && !CONFIGS_OWNED_BY_OTHERS.contains(&k.as_str()))
 }
 
-/// A write to the broker.
-#[derive(Debug, Clone, PartialEq)]
-pub enum BrokerOp {
-    Create {
-        name: String,
-        partitions: i32,
-        /// -1: the broker's default.
-        replication_factor: i16,
-        config: BTreeMap<String, String>,
-    },
-    AddPartitions {
-        name: String,
-        count: i32,
-    },
-    AlterConfig {
-        name: String,
-        changes: Vec<ConfigChange>,
-    },
-    Delete {
-        name: String,
-    },
-}
-
-/// An Event to emit.
-pub use vigil_runtime::events::EventNote;
-
 fn note(warning: bool, reason: &str, note: String) -> EventNote {
     EventNote {
         warning,
@@ -157,84 +75,6 @@ fn note(warning: bool, reason: &str, note: String) -> EventNote {
         note,
         related: None,
     }
-}
-
-/// What to do.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// Broker writes, in order.
-    pub ops: Vec<BrokerOp>,
-    /// The status to record (written only if it differs).
-    pub status: TopicStatus,
-    pub events: Vec<EventNote>,
-    /// Record `status.creating` before the create goes out (crash safety: a topic found after a
-    /// restart is then known to be Vigil's).
-    pub mark_creating: bool,
-    /// The finalizer may go: nothing of this object is left in Kafka to delete.
-    pub remove_finalizer: bool,
-    /// The topic differed from what Vigil last recorded without a spec change: changed outside
-    /// Vigil.
-    pub drift: bool,
-    /// The reconcile fails with this once the status is recorded (retried with backoff).
-    pub failure: Option<Failure>,
-    /// Look at the broker again soon: Kafka applies some writes asynchronously (a delete, new
-    /// partitions), so what they asked for may not show yet.
-    pub look_again: bool,
-}
-
-impl Plan {
-    /// Nothing to do: the status as it is.
-    fn keep(status: &TopicStatus) -> Self {
-        Self {
-            ops: Vec::new(),
-            status: status.clone(),
-            events: Vec::new(),
-            mark_creating: false,
-            remove_finalizer: false,
-            drift: false,
-            failure: None,
-            look_again: false,
-        }
-    }
-}
-
-/// A failure of the broker or of the credentials to reach it: the condition reason, and what
-/// happened in words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Failure {
-    pub reason: &'static str,
-    pub message: String,
-}
-
-/// What the controller learnt of the broker side before deciding.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Observation {
-    /// The broker was not asked ([`asks_broker`] said the object alone decides).
-    NotAsked,
-    /// The topic as the broker describes it.
-    Broker(Observed),
-    /// Reading the credentials or describing the topic failed.
-    Failed(Failure),
-}
-
-/// What the writes of a reconcile's first decision did.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Written {
-    /// What each successful write did, as Normal Events.
-    pub done: Vec<EventNote>,
-    /// The first write that failed (the others still went out).
-    pub failure: Option<Failure>,
-}
-
-/// Everything one decision reads.
-#[derive(Debug, Clone)]
-pub struct Inputs<'a> {
-    pub topic: TopicView<'a>,
-    pub observation: &'a Observation,
-    /// The broker writes this reconcile already made, whose result `observation` shows; `None`
-    /// on a reconcile's first decision.
-    pub written: Option<&'a Written>,
-    pub now: &'a Time,
 }
 
 /// Whether the broker must be asked before deciding. Not for an object unchanged since a
@@ -448,8 +288,7 @@ fn retained(name: &str) -> EventNote {
 /// The decision given the broker's view of the topic.
 fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
     let mut plan = Plan::keep(view.status);
-    let generation = view.generation;
-    plan.status.observed_generation = generation;
+    plan.status.observed_generation = view.generation;
     let name = view.managed_name();
     if view.deleting {
         decide_deletion(view, observed, &name, now, &mut plan);
@@ -457,80 +296,112 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
     }
     plan.status.topic_name = Some(name.clone());
     record_observed(view, observed, &mut plan.status);
-
     let declared = view.declared_name();
     if declared != name {
-        let message = format!(
-            "spec.topicName is {declared:?} but this object manages topic {name:?}; Kafka cannot \
-             rename topics: restore the name, or create a new Topic object"
-        );
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(READY, Status::False, REASON_NAME_IMMUTABLE, message.clone()),
-                cond(DEGRADED, Status::True, REASON_NAME_IMMUTABLE, message),
-            ],
-        );
-        return plan;
-    }
-
-    let Some(topic) = &observed.topic else {
-        if view.status.topic_id.is_some() {
-            plan.drift = true;
-            plan.events.push(note(
-                true,
-                EVENT_RECREATED,
-                format!("topic {name} was deleted outside Vigil; creating it again"),
-            ));
+        decide_renamed(view, &name, &declared, now, &mut plan);
+    } else if let Some(topic) = &observed.topic {
+        if owns(view, topic) {
+            decide_owned(view, observed, topic, &name, now, &mut plan);
+        } else {
+            decide_not_owned(view, topic, &name, now, &mut plan);
         }
+    } else {
+        decide_missing(view, &name, now, &mut plan);
+    }
+    plan
+}
+
+/// `spec.topicName` changed: Kafka cannot rename a topic, so nothing is written and the Topic is
+/// degraded until the name is restored.
+fn decide_renamed(view: &TopicView<'_>, name: &str, declared: &str, now: &Time, plan: &mut Plan) {
+    let message = format!(
+        "spec.topicName is {declared:?} but this object manages topic {name:?}; Kafka cannot \
+         rename topics: restore the name, or create a new Topic object"
+    );
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(READY, Status::False, REASON_NAME_IMMUTABLE, message.clone()),
+            cond(DEGRADED, Status::True, REASON_NAME_IMMUTABLE, message),
+        ],
+    );
+}
+
+/// The topic is not in Kafka: create it (recording `status.creating` first), and say it was
+/// recreated when it had been Vigil's.
+fn decide_missing(view: &TopicView<'_>, name: &str, now: &Time, plan: &mut Plan) {
+    if view.status.topic_id.is_some() {
+        plan.drift = true;
+        plan.events.push(note(
+            true,
+            EVENT_RECREATED,
+            format!("topic {name} was deleted outside Vigil; creating it again"),
+        ));
+    }
+    plan.status.topic_id = None;
+    plan.status.creating = Some(true);
+    plan.mark_creating = view.status.creating != Some(true);
+    plan.ops.push(BrokerOp::Create {
+        name: name.to_owned(),
+        partitions: view.spec.partitions,
+        replication_factor: view
+            .spec
+            .replication_factor
+            .and_then(|r| i16::try_from(r).ok())
+            .unwrap_or(-1),
+        config: view.spec.config.clone(),
+    });
+    let message = format!("creating topic {name}");
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[cond(READY, Status::False, REASON_CREATING, message)],
+    );
+}
+
+/// A topic of this name exists that this object did not create nor adopt: left alone, reported.
+fn decide_not_owned(
+    view: &TopicView<'_>,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
+    let message = format!(
+        "topic {name} exists in Kafka (id {}) and was not created by this object; set \
+         spec.adopt: true to manage it (it is then also deleted with this object unless \
+         deletionPolicy is Retain)",
+        topic.id
+    );
+    if view.status.topic_id.is_some() {
+        // It was ours and was replaced (deleted and created again) outside Vigil.
         plan.status.topic_id = None;
-        plan.status.creating = Some(true);
-        plan.mark_creating = view.status.creating != Some(true);
-        plan.ops.push(BrokerOp::Create {
-            name: name.clone(),
-            partitions: view.spec.partitions,
-            replication_factor: view
-                .spec
-                .replication_factor
-                .and_then(|r| i16::try_from(r).ok())
-                .unwrap_or(-1),
-            config: view.spec.config.clone(),
-        });
-        let message = format!("creating topic {name}");
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[cond(READY, Status::False, REASON_CREATING, message)],
-        );
-        return plan;
-    };
-
-    if !owns(view, topic) {
-        let message = format!(
-            "topic {name} exists in Kafka (id {}) and was not created by this object; set \
-             spec.adopt: true to manage it (it is then also deleted with this object unless \
-             deletionPolicy is Retain)",
-            topic.id
-        );
-        if view.status.topic_id.is_some() {
-            // It was ours and was replaced (deleted and created again) outside Vigil.
-            plan.status.topic_id = None;
-        }
-        push_transition(view, &mut plan, REASON_NOT_OWNED, &message);
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(READY, Status::False, REASON_NOT_OWNED, message.clone()),
-                cond(DEGRADED, Status::True, REASON_NOT_OWNED, message),
-            ],
-        );
-        return plan;
     }
+    push_transition(view, plan, REASON_NOT_OWNED, &message);
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(READY, Status::False, REASON_NOT_OWNED, message.clone()),
+            cond(DEGRADED, Status::True, REASON_NOT_OWNED, message),
+        ],
+    );
+}
+
+/// The topic is this object's: record its id (an adoption says so), write what differs from
+/// the spec, refuse what Kafka cannot do, and set the conditions.
+fn decide_owned(
+    view: &TopicView<'_>,
+    observed: &Observed,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
     if view.status.topic_id.as_deref() != Some(topic.id.as_str())
         && view.status.creating != Some(true)
     {
@@ -541,15 +412,51 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
         ));
     }
     let converged_before = view.status.topic_id.as_deref() == Some(topic.id.as_str())
-        && view.status.observed_generation == generation;
+        && view.status.observed_generation == view.generation;
     plan.status.topic_id = Some(topic.id.clone());
     plan.status.creating = None;
+    let refused = align(view, observed, topic, name, plan);
+    if !plan.ops.is_empty() {
+        plan.drift = converged_before;
+        let what = describe_ops(&plan.ops);
+        if plan.drift {
+            plan.events.push(note(
+                true,
+                EVENT_DRIFT,
+                format!("topic {name} was changed outside Vigil; restoring: {what}"),
+            ));
+        }
+        let message = format!("updating topic {name}: {what}");
+        set_all(
+            &mut plan.status,
+            view.generation,
+            now,
+            &[cond(READY, Status::False, REASON_UPDATING, message)],
+        );
+    }
+    if refused.is_empty() {
+        if plan.ops.is_empty() {
+            set_as_declared(view, topic, name, now, plan);
+        }
+    } else {
+        refuse(view, &refused, now, plan);
+    }
+}
 
-    let mut refused: Vec<(&'static str, String)> = Vec::new();
+/// The writes that bring an owned topic to the spec (more partitions, configs), and what Kafka
+/// cannot do (fewer partitions, another replication factor) as (reason, message).
+fn align(
+    view: &TopicView<'_>,
+    observed: &Observed,
+    topic: &TopicDescription,
+    name: &str,
+    plan: &mut Plan,
+) -> Vec<(&'static str, String)> {
+    let mut refused = Vec::new();
     let spec = view.spec;
     if spec.partitions > topic.partitions {
         plan.ops.push(BrokerOp::AddPartitions {
-            name: name.clone(),
+            name: name.to_owned(),
             count: spec.partitions,
         });
     } else if spec.partitions < topic.partitions {
@@ -577,70 +484,62 @@ fn decide_observed(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Pla
     let changes = config_changes(view, observed);
     if !changes.is_empty() {
         plan.ops.push(BrokerOp::AlterConfig {
-            name: name.clone(),
+            name: name.to_owned(),
             changes,
         });
     }
+    refused
+}
 
-    if !plan.ops.is_empty() {
-        plan.drift = converged_before;
-        let what = describe_ops(&plan.ops);
-        if plan.drift {
-            plan.events.push(note(
-                true,
-                EVENT_DRIFT,
-                format!("topic {name} was changed outside Vigil; restoring: {what}"),
-            ));
-        }
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[cond(
+/// What Kafka cannot do is reported: `Degraded` (and `Ready` false when nothing else is under
+/// way), with a Warning when that is news.
+fn refuse(view: &TopicView<'_>, refused: &[(&'static str, String)], now: &Time, plan: &mut Plan) {
+    let Some((reason, _)) = refused.first() else {
+        return;
+    };
+    let message = refused
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    push_transition(view, plan, reason, &message);
+    let mut list = vec![cond(DEGRADED, Status::True, reason, message.clone())];
+    if plan.ops.is_empty() {
+        list.push(cond(READY, Status::False, reason, message));
+    }
+    set_all(&mut plan.status, view.generation, now, &list);
+}
+
+/// Nothing to write and nothing refused: `Ready`, not `Degraded`.
+fn set_as_declared(
+    view: &TopicView<'_>,
+    topic: &TopicDescription,
+    name: &str,
+    now: &Time,
+    plan: &mut Plan,
+) {
+    set_all(
+        &mut plan.status,
+        view.generation,
+        now,
+        &[
+            cond(
                 READY,
+                Status::True,
+                REASON_READY,
+                format!(
+                    "topic {name} exists with {} partitions and the declared config",
+                    topic.partitions
+                ),
+            ),
+            cond(
+                DEGRADED,
                 Status::False,
-                REASON_UPDATING,
-                format!("updating topic {name}: {what}"),
-            )],
-        );
-    }
-    if let Some((reason, _)) = refused.first() {
-        let message = refused
-            .iter()
-            .map(|(_, m)| m.as_str())
-            .collect::<Vec<_>>()
-            .join("; ");
-        push_transition(view, &mut plan, reason, &message);
-        let mut list = vec![cond(DEGRADED, Status::True, reason, message.clone())];
-        if plan.ops.is_empty() {
-            list.push(cond(READY, Status::False, reason, message));
-        }
-        set_all(&mut plan.status, generation, now, &list);
-    } else if plan.ops.is_empty() {
-        set_all(
-            &mut plan.status,
-            generation,
-            now,
-            &[
-                cond(
-                    READY,
-                    Status::True,
-                    REASON_READY,
-                    format!(
-                        "topic {name} exists with {} partitions and the declared config",
-                        topic.partitions
-                    ),
-                ),
-                cond(
-                    DEGRADED,
-                    Status::False,
-                    REASON_AS_DECLARED,
-                    "nothing keeps the topic from its declared state".into(),
-                ),
-            ],
-        );
-    }
-    plan
+                REASON_AS_DECLARED,
+                "nothing keeps the topic from its declared state".into(),
+            ),
+        ],
+    );
 }
 
 /// A Warning Event for a refusal, when the status does not already report it (once per
@@ -836,7 +735,7 @@ pub fn condition<'a>(status: &'a TopicStatus, type_: &str) -> Option<&'a Conditi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vigil_apis::kafka_topic::ClusterRef;
+    use vigil_apis::kafka_topic::{ClusterRef, TopicSpec};
 
     /// A reconcile's first decision, on what the broker shows.
     fn decide(view: &TopicView<'_>, observed: &Observed, now: &Time) -> Plan {
