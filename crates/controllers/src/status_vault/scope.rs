@@ -6,12 +6,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt as _;
 use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use tokio::sync::Notify;
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::{ResourceKind, RestoreMode};
+use vigil_runtime::shared::SharedWatches;
 
 use super::decide;
 use super::model::{BackendRef, ObjectView, PolicyView, Settings};
@@ -122,5 +126,56 @@ fn view(policy: &StatusBackupPolicy) -> PolicyView {
         name: policy.name_any(),
         generation: policy.metadata.generation,
         spec: policy.spec.clone(),
+    }
+}
+
+/// Fills the policy cache; the controller looks again on each event.
+pub async fn watch_policies(
+    watches: SharedWatches,
+    scope: Arc<Scope>,
+    writer: reflector::store::Writer<StatusBackupPolicy>,
+    changed: Arc<Notify>,
+) {
+    let stream = reflector::reflector(
+        writer,
+        watches.watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
+    );
+    futures::pin_mut!(stream);
+    let mut told = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => scope.set_policies_synced(),
+            // The CRD is not installed: no policy, nothing to do (the list is retried with
+            // backoff, so installing the CRD later just works).
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                if !told {
+                    tracing::info!("no StatusBackupPolicy CRD installed: the status vault is idle");
+                    told = true;
+                }
+                scope.set_policies_synced();
+            }
+            _ => {}
+        }
+        changed.notify_one();
+    }
+}
+
+/// Fills the namespace cache (labels, for `namespaceSelector`).
+pub async fn watch_namespaces(
+    watches: SharedWatches,
+    scope: Arc<Scope>,
+    writer: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    changed: Arc<Notify>,
+) {
+    let stream = reflector::reflector(
+        writer,
+        watches.watch::<PartialObjectMeta<Namespace>>(None, &watcher::Config::default()),
+    );
+    futures::pin_mut!(stream);
+    while let Some(event) = stream.next().await {
+        if let Ok(watcher::Event::InitDone) = event {
+            scope.set_namespaces_synced();
+        }
+        changed.notify_one();
     }
 }
