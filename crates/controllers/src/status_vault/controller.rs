@@ -39,7 +39,7 @@ impl StatusVault {
     /// [`StatusVault::run_on`] on the same runtime.
     pub fn on(runtime: &Runtime, settings: Settings) -> Self {
         let changed = Arc::new(Notify::new());
-        let (scope, writers) = Scope::new(settings);
+        let (scope, writers) = Scope::new(runtime, settings);
         let backends = Arc::new(Backends::new(changed.clone()));
         let queue = Arc::new(CaptureQueue::default());
         let leadership = runtime.leadership();
@@ -103,12 +103,7 @@ impl StatusVault {
                 writers.policies,
                 changed.clone(),
             )),
-            tokio::spawn(watch_namespaces(
-                watches.clone(),
-                scope.clone(),
-                writers.namespaces,
-                changed.clone(),
-            )),
+            tokio::spawn(watch_namespaces(scope.clone(), changed.clone())),
         ];
         for _ in 0..WORKERS {
             tasks.push(tokio::spawn(capture::capture_worker(capture.clone())));
