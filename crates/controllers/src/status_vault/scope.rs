@@ -1,7 +1,6 @@
 //! What the status vault covers: the StatusBackupPolicy cache (fed by [`watch_policies`]) and the
-//! runtime's Namespace cache, read the way the
-//! pure decisions take them (policy views, namespace labels), and the backends an object's
-//! records go to.
+//! runtime's Namespace cache, read the way the pure decisions take them (policy views, namespace
+//! labels), and the backends an object's records go to.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
