@@ -6,8 +6,9 @@ use kube::CustomResourceExt as _;
 use vigil_apis::ConfigMapSync;
 use vigil_runtime::Manager;
 
-use super::controller::{self, NAME, PERMISSIONS, SECRET_PERMISSIONS};
+use super::controller;
 use super::model::Settings;
+use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
 use crate::registry::{Registration, Setup, SetupError};
 
 /// The entry in [`crate::registry::CONTROLLERS`].

@@ -6,7 +6,8 @@ use kube::CustomResourceExt as _;
 use vigil_apis::Topic;
 use vigil_runtime::Manager;
 
-use super::controller::{self, NAME, PERMISSIONS, SECRET_PERMISSIONS, Settings};
+use super::controller::{self, Settings};
+use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
 use crate::registry::{Registration, Setup, SetupError, parse_duration};
 
 /// The entry in [`crate::registry::CONTROLLERS`].

@@ -25,11 +25,10 @@ use super::model::{
     EventNote, OP_CREATE, OP_SET_ADDONS, OP_UPGRADE, Observed, Plan, Settings,
 };
 
-/// Condition types.
-pub const READY: &str = "Ready";
+/// Condition types (`Ready` and `Degraded` are the runtime's, shared by every controller).
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 pub const PROVISIONING: &str = "Provisioning";
 pub const UPGRADING: &str = "Upgrading";
-pub const DEGRADED: &str = "Degraded";
 pub const DELETING: &str = "Deleting";
 pub const PAUSED: &str = "Paused";
 /// Every declared addon is installed and available in the cluster (and no other is left).
@@ -282,13 +281,38 @@ fn decide_cluster(
     observed: Observed<'_>,
     rejected: Option<(&str, &str, &str)>,
 ) -> Plan {
-    let settings = inputs.settings;
     let mut report = Report::new(view, inputs.now);
     // A live object is not being deleted: a `Deleting` condition can only come from the status
     // the vault restored from an earlier object's tombstone (found by the chaos test).
     report.status.conditions.retain(|c| c.type_ != DELETING);
+    record_rejection(&mut report, view, rejected);
+    if decide_paused(&mut report, view) {
+        return report.plan(None, None);
+    }
 
-    // A refusal holds for the generation it was made for: a new spec is worth asking again.
+    let provider = view.provider_name().to_owned();
+    match observed {
+        Observed::Unavailable(error) => provider_unavailable_plan(view, error, inputs.now),
+        Observed::NotAsked => {
+            let message = format!(
+                "the operator knows no provider named {provider:?} (known: {})",
+                inputs.providers.join(", ")
+            );
+            report.set(READY, Status::False, REASON_PROVIDER_UNKNOWN, &message);
+            report.degraded(Some((REASON_PROVIDER_UNKNOWN.to_owned(), message)));
+            if report.status.phase.is_none() {
+                report.status.phase = Some(Phase::Pending);
+            }
+            report.plan(None, None)
+        }
+        Observed::Absent => decide_absent(view, &provider, inputs.settings, report),
+        Observed::Found(cluster) => decide_found(view, cluster, &provider, inputs.settings, report),
+    }
+}
+
+/// A refusal holds for the generation it was made for (a new spec is worth asking again);
+/// `rejected` is the one the provider just made, recorded with a Warning Event.
+fn record_rejection(report: &mut Report, view: &ClusterView, rejected: Option<(&str, &str, &str)>) {
     if report
         .status
         .rejection
@@ -309,7 +333,10 @@ fn decide_cluster(
             format!("the provider refused {operation}: {message}"),
         ));
     }
+}
 
+/// `Paused` follows `spec.paused`; true when the object is paused (its pass ends with no call).
+fn decide_paused(report: &mut Report, view: &ClusterView) -> bool {
     if view.spec.paused() {
         report.transition(
             PAUSED,
@@ -321,7 +348,7 @@ fn decide_cluster(
         if report.status.phase.is_none() {
             report.status.phase = Some(Phase::Pending);
         }
-        return report.plan(None, None);
+        return true;
     }
     if conditions::find(&report.status.conditions, PAUSED).is_some() {
         report.transition(
@@ -332,28 +359,20 @@ fn decide_cluster(
             Some((false, REASON_RESUMED)),
         );
     }
+    false
+}
 
-    let provider = view.provider_name().to_owned();
-    let cluster = match observed {
-        Observed::Unavailable(error) => return provider_unavailable_plan(view, error, inputs.now),
-        Observed::NotAsked => {
-            let message = format!(
-                "the operator knows no provider named {provider:?} (known: {})",
-                inputs.providers.join(", ")
-            );
-            report.set(READY, Status::False, REASON_PROVIDER_UNKNOWN, &message);
-            report.degraded(Some((REASON_PROVIDER_UNKNOWN.to_owned(), message)));
-            if report.status.phase.is_none() {
-                report.status.phase = Some(Phase::Pending);
-            }
-            return report.plan(None, None);
-        }
-        Observed::Absent => return decide_absent(view, &provider, settings, report),
-        Observed::Found(cluster) => cluster,
-    };
-
+/// The provider reports a cluster for this object: record it (adopting it when no id was
+/// known), refuse one that belongs to another object, then decide by its state.
+fn decide_found(
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+    provider: &str,
+    settings: &Settings,
+    mut report: Report,
+) -> Plan {
     let adopted = view.cluster_id().is_none();
-    record_cluster(&mut report.status, cluster, &provider, view);
+    record_cluster(&mut report.status, cluster, provider, view);
     if adopted {
         report.event(EventNote::normal(
             REASON_ADOPTED,
@@ -398,7 +417,17 @@ fn decide_cluster(
             ),
         ));
     }
+    decide_by_state(view, cluster, settings, problems, report)
+}
 
+/// What the cluster's state at the provider calls for (`problems`: what `Degraded` reports).
+fn decide_by_state(
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+    settings: &Settings,
+    problems: Vec<(String, String)>,
+    mut report: Report,
+) -> Plan {
     match cluster.state {
         ClusterState::Provisioning => {
             let message = progress(cluster, "provisioning");
@@ -508,6 +537,56 @@ fn decide_running(
         .master_version
         .as_deref()
         .unwrap_or(&cluster.kube_version);
+    finish_operations(&mut report, cluster, url, version);
+    warn_version_drift(&mut report, view, cluster);
+
+    let mut call = converge_version(&mut report, view, cluster, version, &mut problems);
+    converge_addons(&mut report, view, cluster, &mut problems, &mut call);
+    let requeue = if cluster
+        .addons
+        .iter()
+        .any(|a| matches!(a.state, AddonState::Installing | AddonState::Removing))
+        || call.is_some()
+    {
+        settings.poll_interval
+    } else {
+        settings.resync_interval
+    };
+    if let Some(failed) = cluster
+        .addons
+        .iter()
+        .find(|a| a.state == AddonState::Failed)
+    {
+        problems.push((
+            REASON_ADDON_FAILED.to_owned(),
+            format!(
+                "addon {} {} failed: {}",
+                failed.name,
+                failed.version,
+                failed.message.as_deref().unwrap_or("no reason given")
+            ),
+        ));
+    }
+
+    if call.is_none() || report.status.phase != Some(Phase::Upgrading) {
+        report.status.phase = Some(Phase::Ready);
+    }
+    report.set(
+        READY,
+        Status::True,
+        REASON_CLUSTER_READY,
+        &format!(
+            "cluster {} serves at {url}, Kubernetes {version}",
+            cluster.id
+        ),
+    );
+    report.degraded(problems.into_iter().next());
+    report.plan(call, Some(requeue))
+}
+
+/// Provisioning and upgrading that the running cluster shows done: their conditions turn
+/// False (with an Event) and their durations are recorded.
+fn finish_operations(report: &mut Report, cluster: &ProviderCluster, url: &str, version: &str) {
     if report.is_true(PROVISIONING) {
         if let Some(secs) = report.held_for(PROVISIONING) {
             report.finished.push((OP_CREATE, secs));
@@ -539,8 +618,10 @@ fn decide_running(
             Some((false, REASON_UPGRADED)),
         );
     }
+}
 
-    // The server's version moved with no upgrade of Vigil's under way: changed outside Vigil.
+/// The server's version moved with no upgrade of Vigil's under way: changed outside Vigil.
+fn warn_version_drift(report: &mut Report, view: &ClusterView, cluster: &ProviderCluster) {
     let previous_version = view
         .status
         .as_ref()
@@ -561,9 +642,17 @@ fn decide_running(
             ),
         ));
     }
+}
 
-    let mut call = None;
-    let mut requeue = None;
+/// The upgrade to ask for when the spec wants a newer Kubernetes (unless refused); an older
+/// or incomparable one is a problem, never a downgrade.
+fn converge_version(
+    report: &mut Report,
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+    version: &str,
+    problems: &mut Vec<(String, String)>,
+) -> Option<Call> {
     match compare_versions(&view.spec.kube_version, &cluster.kube_version) {
         Some(Ordering::Greater) => match rejection_for(&report.status, OP_UPGRADE) {
             Some(r) => problems.push((r.reason.clone(), r.message.clone())),
@@ -580,7 +669,7 @@ fn decide_running(
                     &message,
                     Some((false, REASON_UPGRADING)),
                 );
-                call = Some(Call::Upgrade {
+                return Some(Call::Upgrade {
                     id: cluster.id.clone(),
                     kube_version: view.spec.kube_version.clone(),
                 });
@@ -612,8 +701,18 @@ fn decide_running(
             ),
         )),
     }
+    None
+}
 
-    // Addons: only once no other request is on its way this pass.
+/// Addons that differ from the spec: set them (unless refused), only once no other request is
+/// on its way this pass (`call`); a change made outside Vigil is reported as drift.
+fn converge_addons(
+    report: &mut Report,
+    view: &ClusterView,
+    cluster: &ProviderCluster,
+    problems: &mut Vec<(String, String)>,
+    call: &mut Option<Call>,
+) {
     let desired = view.desired_addons();
     let actual: BTreeMap<&str, &str> = cluster
         .addons
@@ -625,72 +724,34 @@ fn decide_running(
         .iter()
         .map(|a| (a.name.as_str(), a.version.as_str()))
         .collect();
-    if actual != wanted {
-        let drift = drifted_addons(view, cluster);
-        if !drift.is_empty() {
-            report.event(EventNote::warning(
-                REASON_DRIFT_DETECTED,
-                format!(
-                    "addons changed outside Vigil: {}; restoring the declared ones",
-                    drift.join(", ")
-                ),
-            ));
-        }
-        match rejection_for(&report.status, OP_SET_ADDONS) {
-            Some(r) => problems.push((r.reason.clone(), r.message.clone())),
-            None if call.is_none() => {
-                report.event(EventNote::normal(
-                    REASON_CONVERGING_ADDONS,
-                    describe_addon_changes(&actual, &wanted),
-                ));
-                call = Some(Call::SetAddons {
-                    id: cluster.id.clone(),
-                    addons: desired.clone(),
-                });
-            }
-            // The upgrade goes first; the addons follow on a later pass.
-            None => {}
-        }
+    if actual == wanted {
+        return;
     }
-    if cluster
-        .addons
-        .iter()
-        .any(|a| matches!(a.state, AddonState::Installing | AddonState::Removing))
-        || call.is_some()
-    {
-        requeue = Some(settings.poll_interval);
-    }
-    if let Some(failed) = cluster
-        .addons
-        .iter()
-        .find(|a| a.state == AddonState::Failed)
-    {
-        problems.push((
-            REASON_ADDON_FAILED.to_owned(),
+    let drift = drifted_addons(view, cluster);
+    if !drift.is_empty() {
+        report.event(EventNote::warning(
+            REASON_DRIFT_DETECTED,
             format!(
-                "addon {} {} failed: {}",
-                failed.name,
-                failed.version,
-                failed.message.as_deref().unwrap_or("no reason given")
+                "addons changed outside Vigil: {}; restoring the declared ones",
+                drift.join(", ")
             ),
         ));
     }
-
-    if call.is_none() || report.status.phase != Some(Phase::Upgrading) {
-        report.status.phase = Some(Phase::Ready);
+    match rejection_for(&report.status, OP_SET_ADDONS) {
+        Some(r) => problems.push((r.reason.clone(), r.message.clone())),
+        None if call.is_none() => {
+            report.event(EventNote::normal(
+                REASON_CONVERGING_ADDONS,
+                describe_addon_changes(&actual, &wanted),
+            ));
+            *call = Some(Call::SetAddons {
+                id: cluster.id.clone(),
+                addons: desired.clone(),
+            });
+        }
+        // The upgrade goes first; the addons follow on a later pass.
+        None => {}
     }
-    report.set(
-        READY,
-        Status::True,
-        REASON_CLUSTER_READY,
-        &format!(
-            "cluster {} serves at {url}, Kubernetes {version}",
-            cluster.id
-        ),
-    );
-    report.degraded(problems.into_iter().next());
-    let requeue = requeue.or(Some(settings.resync_interval));
-    report.plan(call, requeue)
 }
 
 /// `AddonsReady`: true when every declared addon is reported `Installed` at its declared version
@@ -962,13 +1023,7 @@ fn decide_deletion_pass(
             requeue,
         }
     };
-    let unavailable = match (&inputs.target, answer) {
-        (_, Some(DeleteAnswer::Unavailable(error))) | (DeletionTarget::Unavailable(error), _) => {
-            Some(error)
-        }
-        _ => None,
-    };
-    if let Some(error) = unavailable {
+    if let Some(error) = unavailable_error(&inputs.target, answer) {
         let (status, events) = provider_unavailable(view, error, inputs.now);
         return DeletionPlan {
             step: DeletionStep::Wait,
@@ -1002,27 +1057,7 @@ fn decide_deletion_pass(
     }
     let id = match (&inputs.target, answer) {
         (_, Some(DeleteAnswer::Gone)) | (DeletionTarget::Absent, _) => {
-            report.set(
-                DELETING,
-                Status::True,
-                REASON_DELETED,
-                &format!("the cluster is gone at provider {provider}"),
-            );
-            report.event(EventNote::normal(
-                REASON_DELETED,
-                format!(
-                    "{} deleted at provider {provider}",
-                    view.cluster_id()
-                        .map_or_else(|| "the cluster".to_owned(), |id| format!("cluster {id}"))
-                ),
-            ));
-            // The last status names no cluster any more: the status vault keeps it in the
-            // object's tombstone, and an object re-applied under the same name gets it back —
-            // with the id of a deleted cluster it would fail as `ClusterNotFound` instead of
-            // provisioning a new one (found by the chaos test, crates/vigil/tests/chaos).
-            report.status.cluster_id = None;
-            report.status.api_server_url = None;
-            report.status.master_version = None;
+            record_gone(&mut report, view, &provider);
             return plan(report, DeletionStep::Release);
         }
         (DeletionTarget::ProviderUnknown, _) => {
@@ -1038,6 +1073,56 @@ fn decide_deletion_pass(
         // Handled above.
         (DeletionTarget::Unavailable(_), _) => return plan(report, DeletionStep::Wait),
     };
+    let step = deletion_step(&mut report, id, &provider, answer);
+    plan(report, step)
+}
+
+/// The provider's error when it did not answer the lookup or the delete.
+fn unavailable_error<'a>(
+    target: &'a DeletionTarget,
+    answer: Option<&'a DeleteAnswer>,
+) -> Option<&'a str> {
+    match (target, answer) {
+        (_, Some(DeleteAnswer::Unavailable(error))) | (DeletionTarget::Unavailable(error), _) => {
+            Some(error)
+        }
+        _ => None,
+    }
+}
+
+/// The cluster is gone at the provider: say so, and let the last status name no cluster.
+fn record_gone(report: &mut Report, view: &ClusterView, provider: &str) {
+    report.set(
+        DELETING,
+        Status::True,
+        REASON_DELETED,
+        &format!("the cluster is gone at provider {provider}"),
+    );
+    report.event(EventNote::normal(
+        REASON_DELETED,
+        format!(
+            "{} deleted at provider {provider}",
+            view.cluster_id()
+                .map_or_else(|| "the cluster".to_owned(), |id| format!("cluster {id}"))
+        ),
+    ));
+    // The last status names no cluster any more: the status vault keeps it in the object's
+    // tombstone, and an object re-applied under the same name gets it back — with the id of a
+    // deleted cluster it would fail as `ClusterNotFound` instead of provisioning a new one
+    // (found by the chaos test, crates/vigil/tests/chaos).
+    report.status.cluster_id = None;
+    report.status.api_server_url = None;
+    report.status.master_version = None;
+}
+
+/// Cluster `id` still exists at the provider: ask it to delete, or wait on the deletion it
+/// answered (in progress, or refused).
+fn deletion_step(
+    report: &mut Report,
+    id: String,
+    provider: &str,
+    answer: Option<&DeleteAnswer>,
+) -> DeletionStep {
     match answer {
         None | Some(DeleteAnswer::Gone) => {
             let message = format!("deleting cluster {id} at provider {provider}");
@@ -1048,7 +1133,7 @@ fn decide_deletion_pass(
                 &message,
                 Some((false, REASON_DELETING)),
             );
-            plan(report, DeletionStep::Delete(id))
+            DeletionStep::Delete(id)
         }
         Some(DeleteAnswer::InProgress(progress)) => {
             let message = match progress {
@@ -1056,7 +1141,7 @@ fn decide_deletion_pass(
                 None => format!("deleting cluster {id}"),
             };
             report.set(DELETING, Status::True, REASON_DELETING, &message);
-            plan(report, DeletionStep::Wait)
+            DeletionStep::Wait
         }
         Some(DeleteAnswer::Refused(reason, message)) => {
             let message = format!(
@@ -1065,10 +1150,10 @@ fn decide_deletion_pass(
             );
             report.set(DELETING, Status::True, reason, &message);
             report.degraded(Some((reason.clone(), message)));
-            plan(report, DeletionStep::Wait)
+            DeletionStep::Wait
         }
-        // Handled above.
-        Some(DeleteAnswer::Unavailable(_)) => plan(report, DeletionStep::Wait),
+        // Handled by the caller.
+        Some(DeleteAnswer::Unavailable(_)) => DeletionStep::Wait,
     }
 }
 

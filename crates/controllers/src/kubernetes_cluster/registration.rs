@@ -8,8 +8,9 @@ use vigil_apis::KubernetesCluster;
 use vigil_provider::Providers;
 use vigil_runtime::Manager;
 
-use super::controller::{self, Config, NAME, PERMISSIONS};
+use super::controller::{self, Config};
 use super::model::Settings;
+use super::{NAME, PERMISSIONS};
 use crate::registry::{Registration, Setup, SetupError, parse_duration};
 use crate::status_vault::StatusRestorer;
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash as _, Hasher as _};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, Time};
 use kube::ResourceExt as _;
 use kube::api::DynamicObject;
 use kube::core::{Selector, SelectorExt as _};
@@ -24,8 +24,7 @@ use super::model::{
 };
 
 /// Condition types and reasons of a policy.
-pub const READY: &str = "Ready";
-pub const DEGRADED: &str = "Degraded";
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 pub const REASON_WATCHING: &str = "Watching";
 pub const REASON_AS_EXPECTED: &str = "AsExpected";
 pub const REASON_BACKEND_UNAVAILABLE: &str = "BackendUnavailable";
@@ -361,103 +360,18 @@ pub struct PolicyPlan {
 /// resources list says how every kind is doing.
 pub fn policy_status(inputs: &PolicyInputs<'_>) -> PolicyPlan {
     let policy = inputs.policy;
-    let mut resources = Vec::new();
-    let mut problem: Option<(String, String)> = None;
-    let mut resolving = false;
-    for kind in wanted_kinds([policy]) {
-        let label = if kind.group.is_empty() {
-            kind.kind.clone()
-        } else {
-            format!("{}.{}", kind.kind, kind.group)
-        };
-        let (resource, message) = match inputs.resolutions.get(&kind) {
-            None => {
-                resolving = true;
-                resources.push(ResourceState {
-                    group: kind.group.clone(),
-                    kind: kind.kind.clone(),
-                    resource: None,
-                    state: REASON_RESOLVING.into(),
-                    message: None,
-                });
-                continue;
-            }
-            Some(Resolution::Watching { resource, .. }) => (Some(resource.clone()), None),
-            Some(Resolution::NotFound(m)) => (None, Some(format!("{label}: {m}"))),
-            Some(Resolution::NoStatusSubresource { resource }) => (
-                Some(resource.clone()),
-                Some(format!(
-                    "{label} ({resource}) has no status subresource: its status cannot be restored"
-                )),
-            ),
-            Some(Resolution::Failed(m)) => (None, Some(format!("{label}: discovery failed: {m}"))),
-        };
-        let state = inputs.resolutions.get(&kind).map_or("", Resolution::state);
-        if let (None, Some(m)) = (&problem, &message) {
-            problem = Some((state.to_owned(), m.clone()));
-        }
-        resources.push(ResourceState {
-            group: kind.group,
-            kind: kind.kind,
-            resource,
-            state: state.to_owned(),
-            message,
-        });
-    }
-    if problem.is_none()
-        && let Some(e) = selector_error(policy)
-    {
-        problem = Some((REASON_INVALID_SELECTOR.into(), e));
-    }
-    if problem.is_none()
-        && let Some(e) = &inputs.health.error
-    {
-        problem = Some((
-            REASON_BACKEND_UNAVAILABLE.into(),
-            format!(
-                "{}: {e}; {} capture(s) pending, retried with backoff",
-                inputs.backend.location, inputs.health.pending
-            ),
-        ));
-    }
+    let (resources, kind_problem, resolving) = resource_states(policy, inputs.resolutions);
+    let problem = kind_problem.or_else(|| policy_problem(inputs));
 
     let previous = inputs.previous.cloned().unwrap_or_default();
-    let mut conditions = previous.conditions.clone();
     let generation = policy.generation;
-    let condition = |type_, status, reason, message| NewCondition {
-        type_,
-        status,
-        reason,
-        message,
-        observed_generation: generation,
-    };
-    let not_degraded = condition(DEGRADED, Status::False, REASON_AS_EXPECTED, "");
-    let (ready, degraded) = match &problem {
-        Some((reason, message)) => (
-            condition(READY, Status::False, reason, message),
-            condition(DEGRADED, Status::True, reason, message),
-        ),
-        None if resolving => (
-            condition(
-                READY,
-                Status::Unknown,
-                REASON_RESOLVING,
-                "resolving the kinds through API discovery",
-            ),
-            not_degraded,
-        ),
-        None => (
-            condition(
-                READY,
-                Status::True,
-                REASON_WATCHING,
-                "every kind is watched and the backend answers",
-            ),
-            not_degraded,
-        ),
-    };
-    conditions::set(&mut conditions, &ready, inputs.now);
-    conditions::set(&mut conditions, &degraded, inputs.now);
+    let conditions = policy_conditions(
+        &previous,
+        generation,
+        problem.as_ref(),
+        resolving,
+        inputs.now,
+    );
 
     let was_reported = conditions::find(&previous.conditions, DEGRADED).is_some_and(|c| {
         c.status == "True" && problem.as_ref().is_some_and(|(r, _)| *r == c.reason)
@@ -492,6 +406,119 @@ pub fn policy_status(inputs: &PolicyInputs<'_>) -> PolicyPlan {
         resources,
     };
     PolicyPlan { status, warnings }
+}
+
+/// How each kind the policy names is doing; the first kind's problem (`(reason, message)`), and
+/// whether a kind is still being resolved.
+fn resource_states(
+    policy: &PolicyView,
+    resolutions: &BTreeMap<ResourceKind, Resolution>,
+) -> (Vec<ResourceState>, Option<(String, String)>, bool) {
+    let mut resources = Vec::new();
+    let mut problem: Option<(String, String)> = None;
+    let mut resolving = false;
+    for kind in wanted_kinds([policy]) {
+        let label = if kind.group.is_empty() {
+            kind.kind.clone()
+        } else {
+            format!("{}.{}", kind.kind, kind.group)
+        };
+        let (resource, message) = match resolutions.get(&kind) {
+            None => {
+                resolving = true;
+                resources.push(ResourceState {
+                    group: kind.group.clone(),
+                    kind: kind.kind.clone(),
+                    resource: None,
+                    state: REASON_RESOLVING.into(),
+                    message: None,
+                });
+                continue;
+            }
+            Some(Resolution::Watching { resource, .. }) => (Some(resource.clone()), None),
+            Some(Resolution::NotFound(m)) => (None, Some(format!("{label}: {m}"))),
+            Some(Resolution::NoStatusSubresource { resource }) => (
+                Some(resource.clone()),
+                Some(format!(
+                    "{label} ({resource}) has no status subresource: its status cannot be restored"
+                )),
+            ),
+            Some(Resolution::Failed(m)) => (None, Some(format!("{label}: discovery failed: {m}"))),
+        };
+        let state = resolutions.get(&kind).map_or("", Resolution::state);
+        if let (None, Some(m)) = (&problem, &message) {
+            problem = Some((state.to_owned(), m.clone()));
+        }
+        resources.push(ResourceState {
+            group: kind.group,
+            kind: kind.kind,
+            resource,
+            state: state.to_owned(),
+            message,
+        });
+    }
+    (resources, problem, resolving)
+}
+
+/// A problem of the policy beyond its kinds: an invalid selector, then an unavailable backend.
+fn policy_problem(inputs: &PolicyInputs<'_>) -> Option<(String, String)> {
+    if let Some(e) = selector_error(inputs.policy) {
+        return Some((REASON_INVALID_SELECTOR.into(), e));
+    }
+    let e = inputs.health.error.as_ref()?;
+    Some((
+        REASON_BACKEND_UNAVAILABLE.into(),
+        format!(
+            "{}: {e}; {} capture(s) pending, retried with backoff",
+            inputs.backend.location, inputs.health.pending
+        ),
+    ))
+}
+
+/// `Ready` and `Degraded` from the problem found (or the kinds still resolving).
+fn policy_conditions(
+    previous: &StatusBackupPolicyStatus,
+    generation: Option<i64>,
+    problem: Option<&(String, String)>,
+    resolving: bool,
+    now: &Time,
+) -> Vec<Condition> {
+    let mut conditions = previous.conditions.clone();
+    let condition = |type_, status, reason, message| NewCondition {
+        type_,
+        status,
+        reason,
+        message,
+        observed_generation: generation,
+    };
+    let not_degraded = condition(DEGRADED, Status::False, REASON_AS_EXPECTED, "");
+    let (ready, degraded) = match problem {
+        Some((reason, message)) => (
+            condition(READY, Status::False, reason, message),
+            condition(DEGRADED, Status::True, reason, message),
+        ),
+        None if resolving => (
+            condition(
+                READY,
+                Status::Unknown,
+                REASON_RESOLVING,
+                "resolving the kinds through API discovery",
+            ),
+            not_degraded,
+        ),
+        None => (
+            condition(
+                READY,
+                Status::True,
+                REASON_WATCHING,
+                "every kind is watched and the backend answers",
+            ),
+            not_degraded,
+        ),
+    };
+    conditions::set(&mut conditions, &ready, now);
+    conditions::set(&mut conditions, &degraded, now);
+    conditions
 }
 
 #[cfg(test)]

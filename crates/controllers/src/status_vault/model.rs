@@ -5,8 +5,6 @@ use std::collections::BTreeMap;
 
 use vigil_apis::status_backup_policy::{ResourceKind, StatusBackupPolicySpec};
 
-/// Field manager of every write of the status vault.
-pub const FIELD_MANAGER: &str = "vigil-statusvault";
 /// Set on an object whose status Vigil restored: the capture time of the record it came from.
 pub const RESTORED_FROM_ANNOTATION: &str = "vigil.dev/status-restored-from";
 /// The convention for other operators: manifests kept in git carry

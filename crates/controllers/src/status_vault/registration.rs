@@ -7,8 +7,8 @@ use kube::CustomResourceExt as _;
 use vigil_apis::StatusBackupPolicy;
 use vigil_runtime::Manager;
 
-use super::controller::{NAME, PERMISSIONS, StatusVault};
 use super::model::Settings;
+use super::{NAME, PERMISSIONS, StatusVault};
 use crate::registry::{Registration, Setup, SetupError};
 
 /// The entry in [`crate::registry::CONTROLLERS`].

@@ -22,9 +22,7 @@ use vigil_vault::{ObjectKey, Record};
 
 use super::backends::Backends;
 use super::decide::{self, Pick, RestoreStart};
-use super::model::{
-    FIELD_MANAGER, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, RESTORED_FROM_ANNOTATION,
-};
+use super::model::{RESTORE_DONE, RESTORE_STATUS_ANNOTATION, RESTORED_FROM_ANNOTATION};
 use super::queue::CaptureQueue;
 use super::scope::Scope;
 
@@ -57,6 +55,8 @@ pub struct Restorer {
     pub queue: Arc<CaptureQueue>,
     pub recorder: EventRecorder,
     pub leadership: watch::Receiver<Leadership>,
+    /// Field manager of the restore's writes (the vault's: `runtime.field_manager(NAME)`).
+    pub field_manager: String,
     attempts: Mutex<HashSet<String>>,
     warned: Mutex<HashSet<String>>,
 }
@@ -74,6 +74,7 @@ impl Restorer {
         queue: Arc<CaptureQueue>,
         recorder: EventRecorder,
         leadership: watch::Receiver<Leadership>,
+        field_manager: String,
     ) -> Self {
         Self {
             client,
@@ -82,6 +83,7 @@ impl Restorer {
             queue,
             recorder,
             leadership,
+            field_manager,
             attempts: Mutex::default(),
             warned: Mutex::default(),
         }
@@ -246,7 +248,7 @@ async fn write_status(
     // seen with an empty status (a controller filling it in), the API server refuses (409).
     let patch = json!({"metadata": {"resourceVersion": rv}, "status": record.status});
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(restorer.field_manager.clone()),
         ..PatchParams::default()
     };
     match api
@@ -302,7 +304,7 @@ pub async fn mark_restored(
     let api = api_for(restorer, ar, obj.namespace().as_deref());
     let patch = json!({"metadata": {"annotations": annotations}});
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(restorer.field_manager.clone()),
         ..PatchParams::default()
     };
     if let Err(e) = api

@@ -1,17 +1,22 @@
-//! What the status vault covers: the StatusBackupPolicy and Namespace caches, read the way the
-//! pure decisions take them (policy views, namespace labels), and the backends an object's
-//! records go to.
+//! What the status vault covers: the StatusBackupPolicy cache (fed by [`watch_policies`]) and the
+//! runtime's Namespace cache, read the way the pure decisions take them (policy views, namespace
+//! labels), and the backends an object's records go to.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt as _;
-use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
+use kube::runtime::watcher;
+use tokio::sync::Notify;
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::{ResourceKind, RestoreMode};
+use vigil_runtime::Runtime;
+use vigil_runtime::cache::{Cache, Source as _};
+use vigil_runtime::shared::SharedWatches;
 
 use super::decide;
 use super::model::{BackendRef, ObjectView, PolicyView, Settings};
@@ -20,31 +25,29 @@ use super::model::{BackendRef, ObjectView, PolicyView, Settings};
 pub struct Scope {
     settings: Settings,
     policies: Store<StatusBackupPolicy>,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Namespaces, for their labels (`namespaceSelector`).
+    namespaces: Cache<Namespace>,
     policies_synced: AtomicBool,
-    namespaces_synced: AtomicBool,
 }
 
-/// The writers that fill a [`Scope`]'s caches (fed by the controller's watches).
+/// The writer that fills a [`Scope`]'s policy cache (fed by [`watch_policies`]).
 pub struct ScopeWriters {
     pub policies: Writer<StatusBackupPolicy>,
-    pub namespaces: Writer<PartialObjectMeta<Namespace>>,
 }
 
 impl Scope {
-    pub fn new(settings: Settings) -> (Arc<Self>, ScopeWriters) {
+    /// The scope on `runtime`: its namespace cache starts now.
+    pub fn new(runtime: &Runtime, settings: Settings) -> (Arc<Self>, ScopeWriters) {
         let (policies, policy_writer) = reflector::store();
-        let (namespaces, namespace_writer) = reflector::store();
+        let namespaces = runtime.cache::<Namespace>().slim(slim_namespace).build();
         let scope = Self {
             settings,
             policies,
             namespaces,
             policies_synced: AtomicBool::new(false),
-            namespaces_synced: AtomicBool::new(false),
         };
         let writers = ScopeWriters {
             policies: policy_writer,
-            namespaces: namespace_writer,
         };
         (Arc::new(scope), writers)
     }
@@ -73,11 +76,7 @@ impl Scope {
 
     /// Both caches listed: the policies and namespaces decisions read are complete.
     pub fn synced(&self) -> bool {
-        self.policies_synced() && self.namespaces_synced.load(Ordering::Acquire)
-    }
-
-    pub fn set_namespaces_synced(&self) {
-        self.namespaces_synced.store(true, Ordering::Release);
+        self.policies_synced() && self.namespaces.synced().is_synced()
     }
 
     pub fn namespace_labels(&self, ns: &str) -> Option<BTreeMap<String, String>> {
@@ -123,4 +122,61 @@ fn view(policy: &StatusBackupPolicy) -> PolicyView {
         generation: policy.metadata.generation,
         spec: policy.spec.clone(),
     }
+}
+
+/// Fills the policy cache; the controller looks again on each event.
+pub async fn watch_policies(
+    watches: SharedWatches,
+    scope: Arc<Scope>,
+    writer: reflector::store::Writer<StatusBackupPolicy>,
+    changed: Arc<Notify>,
+) {
+    let stream = reflector::reflector(
+        writer,
+        watches.watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
+    );
+    futures::pin_mut!(stream);
+    let mut told = false;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => scope.set_policies_synced(),
+            // The CRD is not installed: no policy, nothing to do (the list is retried with
+            // backoff, so installing the CRD later just works).
+            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
+                if !told {
+                    tracing::info!("no StatusBackupPolicy CRD installed: the status vault is idle");
+                    told = true;
+                }
+                scope.set_policies_synced();
+            }
+            _ => {}
+        }
+        changed.notify_one();
+    }
+}
+
+/// The supervisor looks again on each namespace event (labels, for `namespaceSelector`) and
+/// once the namespace cache has synced.
+pub async fn watch_namespaces(scope: Arc<Scope>, changed: Arc<Notify>) {
+    let mut events = scope.namespaces.subscribe();
+    // Side by side: the cache waits for its subscribers, so events are read while it syncs.
+    let synced = async {
+        if scope.namespaces.synced().wait().await {
+            changed.notify_one();
+        }
+    };
+    let touched = async {
+        while events.next().await.is_some() {
+            changed.notify_one();
+        }
+    };
+    tokio::join!(synced, touched);
+}
+
+/// The namespace cache keeps what the selectors read: metadata, without managed fields.
+fn slim_namespace(namespace: &mut Namespace) {
+    namespace.spec = None;
+    namespace.status = None;
+    namespace.metadata.managed_fields = None;
+    namespace.metadata.annotations = None;
 }
