@@ -396,14 +396,32 @@ where
         obj.namespace().map(|ns| ns + "/").unwrap_or_default(),
         obj.name_any()
     );
+    // The causes too: an error such as "API request failed" keeps the API's answer as its source.
+    let error = with_causes(error);
     let action =
         inner
             .backoffs
-            .retry_after_failure(&key, &object, error, &inner.metrics, |message| {
+            .retry_after_failure(&key, &object, &error, &inner.metrics, |message| {
                 tokio::spawn(report_quarantine(obj.clone(), inner.clone(), message));
             });
     inner.metrics.set_quarantined(inner.backoffs.quarantined());
     action
+}
+
+/// `error`, then each of its sources: `API request failed: connection refused`.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        // Errors that print their source themselves (`#[error("…: {0}")]`) are not repeated.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A quarantined object is reported once: `Degraded=True` in its status (if the controller
@@ -434,4 +452,34 @@ where
         .recorder()
         .publish(&obj.object_ref(&()), &note, &inner.event_action)
         .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_causes;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("API request failed")]
+    struct Outer(#[source] Inner);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection refused")]
+    struct Inner;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("API request failed: {0}")]
+    struct Printing(#[source] Inner);
+
+    #[test]
+    fn a_failure_reads_with_its_causes_once() {
+        assert_eq!(
+            with_causes(&Outer(Inner)),
+            "API request failed: connection refused"
+        );
+        assert_eq!(
+            with_causes(&Printing(Inner)),
+            "API request failed: connection refused",
+            "a source the error already prints is not repeated"
+        );
+    }
 }
