@@ -21,12 +21,11 @@ use super::fallback::{
 use super::model::{
     CRITICAL_SERVICE_LABEL, EventNote, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL,
     MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, Promotion, ROLE_ACTIVE, ROLE_STANDBY,
-    SERVICE_LABEL, ServiceView, Settings, TemplateKey, TemplateLookup,
+    SERVICE_LABEL, ServiceView, Settings, TemplateKey, TemplateLookup, about_pod,
 };
 
 /// Condition types and reasons this controller writes.
-pub const READY: &str = "Ready";
-pub const DEGRADED: &str = "Degraded";
+pub use vigil_runtime::conditions::{DEGRADED, READY};
 pub const REASON_ALL_ANSWERING: &str = "AllServicesAnswering";
 pub const REASON_SERVICES_LAME: &str = "ServicesLame";
 pub const REASON_AS_EXPECTED: &str = "AsExpected";
@@ -114,7 +113,7 @@ impl Actions {
             name: pod.name.clone(),
             uid: pod.uid.clone(),
         });
-        self.events.push(EventNote::about_pod(
+        self.events.push(about_pod(
             REASON_FALLBACK_DELETED,
             &pod.namespace,
             &pod.name,
@@ -168,12 +167,7 @@ struct Problem {
 
 impl Problem {
     fn event(&self) -> EventNote {
-        EventNote {
-            warning: true,
-            reason: self.kind.reason().into(),
-            note: self.message.clone(),
-            pod: None,
-        }
+        EventNote::warning(self.kind.reason(), self.message.clone())
     }
 }
 
@@ -467,7 +461,7 @@ fn promote(observed: &Observed<'_>, standby: &PodView, actions: &mut Actions) {
     } else {
         "still starting"
     };
-    actions.events.push(EventNote::about_pod(
+    actions.events.push(about_pod(
         REASON_STANDBY_PROMOTED,
         &standby.namespace,
         &standby.name,
@@ -547,7 +541,7 @@ fn ensure_standby(
         inputs.settings,
         name,
     ));
-    actions.events.push(EventNote::about_pod(
+    actions.events.push(about_pod(
         REASON_STANDBY_CREATED,
         &service.namespace,
         name,
@@ -601,7 +595,7 @@ fn create(
         key,
         inputs.settings,
     ));
-    actions.events.push(EventNote::about_pod(
+    actions.events.push(about_pod(
         REASON_FALLBACK_CREATED,
         &service.namespace,
         &observed.fallback_name,
