@@ -50,17 +50,6 @@ helm.sh/chart: {{ include "vigil.chart" . }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* The enabled controllers, comma-separated, in `vigil manifests`' order. */}}
-{{- define "vigil.controllers" -}}
-{{- $enabled := list }}
-{{- if .Values.criticalService.enabled }}{{ $enabled = append $enabled "criticalservice" }}{{ end }}
-{{- if .Values.configMapSync.enabled }}{{ $enabled = append $enabled "configmapsync" }}{{ end }}
-{{- if .Values.statusVault.enabled }}{{ $enabled = append $enabled "statusvault" }}{{ end }}
-{{- if .Values.kubernetesCluster.enabled }}{{ $enabled = append $enabled "kubernetescluster" }}{{ end }}
-{{- if .Values.kafkaTopic.enabled }}{{ $enabled = append $enabled "kafkatopic" }}{{ end }}
-{{- join "," $enabled }}
-{{- end }}
-
 {{/* Whether /var/lib/vigil needs a writable volume: the vault's directory, the local provider's clusters. */}}
 {{- define "vigil.needsDataVolume" -}}
 {{- if or .Values.statusVault.enabled .Values.kubernetesCluster.enabled }}true{{ end }}

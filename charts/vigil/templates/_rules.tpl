@@ -214,3 +214,12 @@ enabled controllers.
 {{- define "vigil.rules.statusvault.coveredStatusVerbs" }}
 - patch
 {{- end }}
+{{- define "vigil.controllers" -}}
+{{- $enabled := list }}
+{{- if .Values.criticalService.enabled }}{{ $enabled = append $enabled "criticalservice" }}{{ end }}
+{{- if .Values.configMapSync.enabled }}{{ $enabled = append $enabled "configmapsync" }}{{ end }}
+{{- if .Values.statusVault.enabled }}{{ $enabled = append $enabled "statusvault" }}{{ end }}
+{{- if .Values.kubernetesCluster.enabled }}{{ $enabled = append $enabled "kubernetescluster" }}{{ end }}
+{{- if .Values.kafkaTopic.enabled }}{{ $enabled = append $enabled "kafkatopic" }}{{ end }}
+{{- join "," $enabled }}
+{{- end }}

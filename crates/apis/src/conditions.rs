@@ -35,9 +35,10 @@ mod tests {
 
     #[test]
     fn conditions_are_read_from_the_status() {
-        let mut cr: CriticalService =
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}, "spec": {}}))
-                .expect("a CriticalService");
+        let mut cr: CriticalService = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "a"}, "spec": {"matchLabels": []}}),
+        )
+        .expect("a CriticalService");
         assert!(cr.conditions().is_empty(), "no status, no conditions");
         cr.status = Some(
             serde_json::from_value(serde_json::json!({

@@ -6,4 +6,5 @@ pub mod critical_service;
 pub mod kafka_topic;
 pub mod kubernetes_cluster;
 pub mod permissions;
+pub mod registry;
 pub mod status_vault;

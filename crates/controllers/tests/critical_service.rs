@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, PodTemplate, Service
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event as EventV1;
 use kube::CustomResourceExt as _;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -170,11 +170,16 @@ async fn start_controller_with(
 }
 
 /// A name unique to this test (CriticalServices are cluster-scoped).
+/// A CriticalService name unique to this test. The CriticalService is deleted with the test even
+/// if the test panics: it is cluster-scoped and matches by labels alone, so one left on a real
+/// cluster would cover (and fight over) the Services of every later test and run.
 fn unique(env: &TestEnv, base: &str) -> String {
-    format!(
+    let name = format!(
         "{base}-{}",
         env.namespace().trim_start_matches("vigil-test-")
-    )
+    );
+    env.delete_on_cleanup(&ApiResource::erase::<CriticalService>(&()), &name);
+    name
 }
 
 fn fallback_name(service: &str) -> String {
@@ -1625,6 +1630,7 @@ async fn watched_namespaces_are_all_covered_and_only_they() {
             .create(&PostParams::default(), &namespace)
             .await
             .expect("create namespace");
+        env.delete_on_cleanup(&ApiResource::erase::<Namespace>(&()), name);
     }
     let _controller = start_controller_in(&env, BTreeSet::from([ns.clone(), second.clone()])).await;
     create_template(&env).await;
@@ -1716,9 +1722,6 @@ async fn watched_namespaces_are_all_covered_and_only_they() {
         .await
         .expect("fallback retired");
         assert_eq!(fallbacks_in(ns.clone()).await, Ok(1));
-    }
-    for name in [&second, &unwatched] {
-        let _ = namespaces.delete(name, &DeleteParams::default()).await;
     }
     finish(env, &[&cr]).await;
 }

@@ -42,6 +42,7 @@ impl Default for BackoffPolicy {
 pub struct Retry {
     /// Consecutive failures so far, this one included.
     pub attempt: u32,
+    /// How long to wait before the retry.
     pub delay: Duration,
     /// The key is quarantined (retried only every `quarantine_interval`).
     pub quarantined: bool,
@@ -82,6 +83,7 @@ pub struct Backoffs<K> {
 }
 
 impl<K: Hash + Eq + Clone> Backoffs<K> {
+    /// No key failing yet, retries timed by `policy`.
     pub fn new(policy: BackoffPolicy) -> Self {
         Self {
             policy,

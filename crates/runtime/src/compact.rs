@@ -116,10 +116,12 @@ impl<V> CompactStore<V> {
         )
     }
 
+    /// How many entries it holds.
     pub fn len(&self) -> usize {
         self.entries.read().map_or(0, |e| e.len())
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

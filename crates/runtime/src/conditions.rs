@@ -12,12 +12,16 @@ pub const DEGRADED: &str = "Degraded";
 /// Condition status values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
+    /// The condition holds.
     True,
+    /// The condition does not hold.
     False,
+    /// Not known (yet).
     Unknown,
 }
 
 impl Status {
+    /// The value as the API writes it.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::True => "True",
@@ -30,10 +34,15 @@ impl Status {
 /// A condition to record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewCondition<'a> {
+    /// CamelCase, e.g. `Ready`.
     pub type_: &'a str,
+    /// Whether it holds.
     pub status: Status,
+    /// CamelCase, why (machine-readable).
     pub reason: &'a str,
+    /// Why, for people.
     pub message: &'a str,
+    /// The object's `metadata.generation` the condition describes.
     pub observed_generation: Option<i64>,
 }
 

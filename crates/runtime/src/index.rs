@@ -88,6 +88,7 @@ where
     K: Resource,
     K::DynamicType: Default,
 {
+    /// An empty index filing each object under `keys_of(object)`.
     pub fn new(keys_of: KeysOf<K>) -> Self {
         Self {
             keys_of,

@@ -147,22 +147,31 @@ impl LeaderElectionConfig {
 /// A [`LeaderElectionConfig`] that breaks one of client-go's rules.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
+    /// No identity: the replica could never be seen leading.
     #[error("the leader election identity is empty")]
     EmptyIdentity,
+    /// No Lease to campaign for.
     #[error("the leader election lease namespace or name is empty")]
     EmptyLease,
+    /// A zero retry period would hot-loop.
     #[error("the retry period is zero")]
     ZeroRetryPeriod,
+    /// A leader could lose its Lease before it notices.
     #[error("lease duration {lease_duration:?} must exceed the renew deadline {renew_deadline:?}")]
     LeaseNotLongerThanDeadline {
+        /// The Lease's validity.
         lease_duration: Duration,
+        /// How long a leader keeps leading without renewing.
         renew_deadline: Duration,
     },
+    /// Too few renewal attempts fit before the deadline.
     #[error(
         "renew deadline {renew_deadline:?} must exceed {JITTER_FACTOR} x retry {retry_period:?}"
     )]
     DeadlineTooShort {
+        /// How long a leader keeps leading without renewing.
         renew_deadline: Duration,
+        /// The interval between renewals.
         retry_period: Duration,
     },
 }

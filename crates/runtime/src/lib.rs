@@ -1,8 +1,10 @@
-//! Controller plumbing shared by every Vigil controller, on top of kube-runtime: what kube-rs
-//! lacks for a production operator. It knows no controller.
+//! A runtime for Kubernetes controllers on top of kube-runtime: what kube-rs lacks for a
+//! production operator. It knows no controller.
 //!
-//! Start at [`manager`] (the Manager: client, watches, metrics, probes, election, shutdown) and
-//! [`controller`] (the controller builder); `docs/runtime.md` walks through a whole controller.
+//! Start at [`Manager`] (client, caches, metrics, probes, election, Events, shutdown), [`Cache`]
+//! (a typed cache: `runtime.cache::<K>()…build()`) and [`ControllerBuilder`]
+//! (`runtime.controller(name, &cache).owns(&other)…run(reconcile, context)`);
+//! `docs/runtime.md` walks through a whole controller, `examples/sample_controller.rs` is one.
 //!
 //! | module | job |
 //! |---|---|
@@ -12,7 +14,7 @@
 //! | [`status`] | status writes: only what differs, clearing what the new status leaves out |
 //! | [`client`] | the API client with client-go's request metrics |
 //! | [`reachability`] | knowing at once when the API server answers again after an outage |
-//! | [`cache`] | lean caches: slimmed watch streams for reflectors, kept in step with an index |
+//! | [`cache`] | caches as typed values: store, index, sync state and trigger feed, on shared watches |
 //! | [`backoff`] | per-key exponential backoff with jitter, reset on success, and quarantine |
 //! | [`conditions`] | status conditions by the API conventions |
 //! | [`events`] | Kubernetes Events, recorded best effort |
@@ -25,6 +27,8 @@
 //! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
 //! | [`namespaces`] | one watch per namespace, merged for one reflector |
 //! | [`shared`] | one API watch per resource and scope, shared by every cache of that kind |
+
+#![warn(missing_docs)]
 
 pub mod backoff;
 pub mod cache;
@@ -46,5 +50,10 @@ pub mod reconcile;
 pub mod shared;
 pub mod status;
 
+pub use backoff::BackoffPolicy;
+pub use cache::{Cache, CacheBuilder, CompactCache, Synced};
 pub use controller::ControllerBuilder;
-pub use manager::{Manager, Runtime};
+pub use events::EventNote;
+pub use leader::{LeaderElectionConfig, Leadership};
+pub use manager::{Manager, ManagerBuilder, Runtime};
+pub use metrics::Metrics;

@@ -171,7 +171,7 @@ impl Runtime {
 /// What the Manager's client is made from.
 enum ClientSource {
     /// A kubeconfig: the Manager builds the client, with request metrics.
-    Config(kube::Config),
+    Config(Box<kube::Config>),
     /// A client made elsewhere (a test's): no request metrics.
     Client(Client),
 }
@@ -226,7 +226,7 @@ impl ManagerBuilder {
     pub async fn build(self) -> std::io::Result<Manager> {
         let metrics = self.metrics.unwrap_or_else(Metrics::new);
         let client = match self.client {
-            ClientSource::Config(config) => crate::client::instrumented(config, &metrics)
+            ClientSource::Config(config) => crate::client::instrumented(*config, &metrics)
                 .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?,
             ClientSource::Client(client) => client,
         };
@@ -302,7 +302,7 @@ impl Manager {
     /// A Manager named `name` for the cluster of `config`. The name is the product's, as the
     /// cluster sees it: the Events' reporting controller and the prefix of field managers.
     pub fn builder(name: &str, config: kube::Config) -> ManagerBuilder {
-        Self::with_source(name, ClientSource::Config(config))
+        Self::with_source(name, ClientSource::Config(Box::new(config)))
     }
 
     /// A Manager named `name` on a client made elsewhere (a test's): the same Manager, without

@@ -32,8 +32,9 @@ struct Merge {
     started: bool,
     /// Whether the merged `InitDone` was sent.
     synced: bool,
-    /// Deletions found by a relist during the first sync: the reflector is still buffering then
-    /// (a `Delete` would miss its buffer), so they are sent right after the merged `InitDone`.
+    /// Deletions seen during the first sync (found by a relist, or watched): the reflector is
+    /// still buffering then (a `Delete` would miss its buffer), so they are sent right after
+    /// the merged `InitDone`.
     deferred: Vec<(usize, String)>,
 }
 
@@ -89,17 +90,28 @@ impl Merge {
                     }
                 }
             }
+            // A namespace that has listed watches on while the others still list; until the
+            // merged `InitDone` the reflector fills a buffer that this `InitDone` swaps in
+            // whole, so its changes go into that buffer (an `Apply` written to the store
+            // meanwhile would be dropped by the swap; a `Delete` would miss the buffer).
             Event::Apply(obj) => {
                 state
                     .present
                     .insert(obj.meta().name.clone().unwrap_or_default());
-                out.push(Event::Apply(obj));
+                out.push(if synced {
+                    Event::Apply(obj)
+                } else {
+                    Event::InitApply(obj)
+                });
             }
             Event::Delete(obj) => {
-                if let Some(name) = obj.meta().name.as_ref() {
-                    state.present.remove(name);
+                let name = obj.meta().name.clone().unwrap_or_default();
+                state.present.remove(&name);
+                if synced {
+                    out.push(Event::Delete(obj));
+                } else {
+                    self.deferred.push((i, name));
                 }
-                out.push(Event::Delete(obj));
             }
         }
         out
@@ -243,6 +255,74 @@ mod tests {
             describe(&out),
             ["Init", "InitApply a/x", "InitDone", "Delete a/x"]
         );
+    }
+
+    /// Applies `events` to a kube-runtime reflector store, as the merged stream's consumer does.
+    fn stored(events: &[Event<ConfigMap>]) -> Vec<String> {
+        let mut writer = kube::runtime::reflector::store::Writer::<ConfigMap>::default();
+        for event in events {
+            writer.apply_watcher_event(event);
+        }
+        let mut names: Vec<String> = writer
+            .as_reader()
+            .state()
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}/{}",
+                    c.metadata.namespace.as_deref().unwrap_or(""),
+                    c.metadata.name.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn changes_watched_while_another_namespace_lists_reach_the_store() {
+        let mut m = merge_of(&["a", "b"]);
+        let mut out = Vec::new();
+        out.extend(m.translate(0, Event::Init));
+        out.extend(m.translate(0, Event::InitDone));
+        // Namespace a watches on while b is still listing: x is created, then b lists y.
+        out.extend(m.translate(0, Event::Apply(cm("a", "x"))));
+        out.extend(m.translate(1, Event::Init));
+        out.extend(m.translate(1, Event::InitApply(cm("b", "y"))));
+        out.extend(m.translate(1, Event::InitDone));
+        assert_eq!(
+            describe(&out),
+            ["Init", "InitApply a/x", "InitApply b/y", "InitDone"]
+        );
+        assert_eq!(stored(&out), ["a/x", "b/y"]);
+    }
+
+    #[test]
+    fn deletions_watched_while_another_namespace_lists_follow_its_end() {
+        let mut m = merge_of(&["a", "b"]);
+        let mut out = Vec::new();
+        out.extend(m.translate(0, Event::Init));
+        out.extend(m.translate(0, Event::InitApply(cm("a", "x"))));
+        out.extend(m.translate(0, Event::InitApply(cm("a", "z"))));
+        out.extend(m.translate(0, Event::InitDone));
+        out.extend(m.translate(0, Event::Delete(cm("a", "x"))));
+        // Deleted and created again before the end: z stays.
+        out.extend(m.translate(0, Event::Delete(cm("a", "z"))));
+        out.extend(m.translate(0, Event::Apply(cm("a", "z"))));
+        out.extend(m.translate(1, Event::Init));
+        out.extend(m.translate(1, Event::InitDone));
+        assert_eq!(
+            describe(&out),
+            [
+                "Init",
+                "InitApply a/x",
+                "InitApply a/z",
+                "InitApply a/z",
+                "InitDone",
+                "Delete a/x"
+            ]
+        );
+        assert_eq!(stored(&out), ["a/z"]);
     }
 
     #[test]

@@ -34,6 +34,7 @@ where
     K: Resource,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
+    /// A tracker reporting to `metrics`.
     pub fn new(metrics: ControllerMetrics) -> Self {
         Self {
             waiting: Arc::default(),

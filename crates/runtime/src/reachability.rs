@@ -39,6 +39,7 @@ impl std::fmt::Debug for Reachability {
 }
 
 impl Reachability {
+    /// Probes the API server of `client` when asked (see [`Reachability::unreachable`]).
     pub fn new(client: Client) -> Self {
         Self {
             client,

@@ -16,10 +16,13 @@ use crate::metrics::{ControllerMetrics, ReconcileResult};
 
 /// The parts of a controller's context [`guarded`] reads.
 pub struct Guard<'a, K: Resource> {
+    /// Where the reconcile is timed and counted.
     pub metrics: &'a ControllerMetrics,
+    /// Whether this replica leads: a standby's reconcile writes nothing.
     pub leadership: &'a watch::Receiver<Leadership>,
     /// Turns true once the caches the decisions read have synced; `None`: nothing to wait for.
     pub synced: Option<&'a watch::Receiver<bool>>,
+    /// Per-object backoff, reset by a success.
     pub backoffs: &'a Backoffs<ObjectRef<K>>,
 }
 

@@ -1,6 +1,11 @@
 //! The directory backend: the shared scenarios, plus what only a directory can show (a crash
 //! before the rename leaves a temporary file that nothing reads; the on-disk layout).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod common;
 
 use std::path::PathBuf;

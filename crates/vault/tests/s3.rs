@@ -2,6 +2,11 @@
 //! an unreachable endpoint. Start the server with `eval "$(.ci/s3-server start)"` (`.ci/run`
 //! does); without `VIGIL_TEST_S3_ENDPOINT` the server tests print a note and skip.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod common;
 
 use std::io::Write as _;

@@ -65,22 +65,8 @@ enum Command {
     Status(cli::status::StatusCommand),
 }
 
-/// Parses `250ms`, `2s` or `1m`.
-pub(crate) fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("invalid duration {text:?}"))?;
-    match unit {
-        "ms" => Ok(std::time::Duration::from_millis(n)),
-        "s" | "" => Ok(std::time::Duration::from_secs(n)),
-        "m" => Ok(std::time::Duration::from_secs(n * 60)),
-        _ => Err(format!("invalid duration {text:?}: use ms, s or m")),
-    }
-}
+/// Parses `250ms`, `2s` or `1m`: the durations of every flag.
+pub(crate) use vigil_controllers::registry::parse_duration;
 
 fn init_tracing() {
     // RUST_LOG wins; the article's LOG_LEVEL works too.

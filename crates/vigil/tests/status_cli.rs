@@ -5,6 +5,11 @@
 //! reported and skipped, never applied. Once with a directory vault, once with an encrypted S3
 //! vault on a real S3-compatible server (`.ci/s3-server`; skipped with a note without one).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

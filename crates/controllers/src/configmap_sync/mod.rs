@@ -7,3 +7,6 @@ pub mod consent;
 pub mod controller;
 pub mod decide;
 pub mod model;
+pub mod registration;
+
+pub use controller::{NAME, PERMISSIONS};

@@ -11,7 +11,8 @@
 //!   mappers;
 //! - `apply.rs`: the writes a plan asks for (pods, status, Events), only what differs;
 //! - `metrics.rs`: the `vigil_lame_services` gauge and its report;
-//! - `controller.rs`: the wiring (caches, builder, [`controller::run_on`]).
+//! - `controller.rs`: the wiring (caches, builder, [`controller::run_on`]);
+//! - `registration.rs`: its entry in the registry (flags, how it is added to a Manager).
 
 use crate::permissions;
 
@@ -24,13 +25,15 @@ pub mod lame;
 mod metrics;
 pub mod model;
 mod observe;
+pub mod registration;
 
 pub use apply::Error;
 
 /// Name of the controller in metrics, logs and Events.
 pub const NAME: &str = "criticalservice";
 
-/// What this controller's code does with the API (kept in step with the calls below).
+/// What this controller's code does with the API (kept in step with the caches of
+/// `controller.rs` and the writes of `apply.rs`).
 pub const PERMISSIONS: &[permissions::Permission] = &[
     // Watched through reflectors: list + watch only.
     permissions::Permission {

@@ -7,3 +7,6 @@
 
 pub mod controller;
 pub mod decide;
+pub mod registration;
+
+pub use controller::{NAME, PERMISSIONS};

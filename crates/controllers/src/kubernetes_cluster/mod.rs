@@ -10,5 +10,6 @@
 pub mod controller;
 pub mod decide;
 pub mod model;
+pub mod registration;
 
 pub use controller::{NAME, PERMISSIONS, run_on};

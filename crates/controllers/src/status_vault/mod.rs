@@ -18,6 +18,7 @@ pub mod discovery;
 pub mod kinds;
 pub mod model;
 pub mod queue;
+pub mod registration;
 pub mod restore;
 pub mod scope;
 

@@ -3,8 +3,7 @@
 //! could otherwise both see "no cluster yet" and start two. The kernel drops the lock when the
 //! holder dies, so a crash never leaves a cluster locked.
 
-use std::fs::File;
-use std::os::fd::AsRawFd as _;
+use std::fs::{File, TryLockError};
 use std::path::Path;
 use std::time::Duration;
 
@@ -26,14 +25,11 @@ pub async fn acquire(dir: &Path, id: &str, patience: Duration) -> std::io::Resul
         .open(dir.join(id))?;
     let deadline = tokio::time::Instant::now() + patience;
     loop {
-        // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
-        let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
-        if locked {
-            return Ok(ClusterLock { _file: file });
-        }
-        let error = std::io::Error::last_os_error();
-        if error.kind() != std::io::ErrorKind::WouldBlock {
-            return Err(error);
+        // std's exclusive file lock is flock(LOCK_EX | LOCK_NB) on Linux.
+        match file.try_lock() {
+            Ok(()) => return Ok(ClusterLock { _file: file }),
+            Err(TryLockError::WouldBlock) => {}
+            Err(TryLockError::Error(error)) => return Err(error),
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(std::io::Error::new(
@@ -42,5 +38,28 @@ pub async fn acquire(dir: &Path, id: &str, patience: Duration) -> std::io::Resul
             ));
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_held_lock_is_refused_until_it_is_dropped() {
+        let dir = std::env::temp_dir().join(format!("vigil-lock-test-{}", std::process::id()));
+        let held = acquire(&dir, "c1", Duration::ZERO).await.expect("first");
+        let busy = acquire(&dir, "c1", Duration::from_millis(30))
+            .await
+            .expect_err("held elsewhere");
+        assert_eq!(busy.kind(), std::io::ErrorKind::WouldBlock);
+        acquire(&dir, "c2", Duration::ZERO)
+            .await
+            .expect("another cluster's lock is independent");
+        drop(held);
+        acquire(&dir, "c1", Duration::ZERO)
+            .await
+            .expect("free once dropped");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

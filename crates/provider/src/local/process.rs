@@ -137,6 +137,10 @@ pub fn serving(data_dir: &Path) -> Vec<u32> {
 }
 
 /// Sends `signal` to `pid` if it still serves `data_dir` (so a reused pid is never hit).
+#[expect(
+    unsafe_code,
+    reason = "kill(2) on a pid that is not our child has no safe std equivalent"
+)]
 pub fn signal(pid: u32, data_dir: &Path, signal: libc::c_int) {
     let Ok(raw) = libc::pid_t::try_from(pid) else {
         return;

@@ -2,6 +2,10 @@
 //! on a real S3-compatible server.
 
 #![allow(dead_code)]
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
 
 use serde_json::json;
 use vigil_vault::{Backend, EncryptionKey, Error, ObjectKey, Record, Saved, Vault, VaultOptions};

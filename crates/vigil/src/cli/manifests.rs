@@ -5,19 +5,12 @@
 
 use std::collections::BTreeMap;
 
-use kube::CustomResourceExt as _;
 use serde_json::{Value, json};
-use vigil_apis::ConfigMapSync;
-use vigil_apis::CriticalService;
-use vigil_apis::KubernetesCluster;
-use vigil_apis::StatusBackupPolicy;
-use vigil_apis::Topic;
-use vigil_controllers::configmap_sync::controller as configmap_sync;
-use vigil_controllers::critical_service::controller as critical_service;
-use vigil_controllers::kafka_topic::controller as kafka_topic;
-use vigil_controllers::kubernetes_cluster;
 use vigil_controllers::permissions::Permission;
-use vigil_controllers::status_vault;
+use vigil_controllers::registry::{self, Registration};
+use vigil_controllers::{
+    configmap_sync, critical_service, kafka_topic, kubernetes_cluster, status_vault,
+};
 use vigil_runtime::leader::LEASE_VERBS;
 
 #[derive(Debug, clap::Args)]
@@ -28,12 +21,8 @@ pub struct ManifestsArgs {
     /// Container image of Vigil.
     #[arg(long, default_value = concat!("vigil:", env!("CARGO_PKG_VERSION")))]
     image: String,
-    /// Controllers to install, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "criticalservice,configmapsync,statusvault,kubernetescluster,kafkatopic"
-    )]
+    /// Controllers to install, comma-separated (default: all of them).
+    #[arg(long, value_delimiter = ',', default_values_t = registry::names().map(str::to_owned).collect::<Vec<_>>())]
     controllers: Vec<String>,
     /// Status vault: the resources StatusBackupPolicies may cover, as `plural` or
     /// `plural.group` (`services,kubernetesclusters.infra.example.com`); each gets exactly
@@ -71,35 +60,15 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
         }
     };
     let mut crds = Vec::new();
-    for controller in &args.controllers {
-        match controller.as_str() {
-            critical_service::NAME => {
-                grant(critical_service::PERMISSIONS);
-                crds.push(serde_json::to_value(CriticalService::crd())?);
-            }
-            status_vault::NAME => {
-                grant(status_vault::PERMISSIONS);
-                crds.push(serde_json::to_value(StatusBackupPolicy::crd())?);
-            }
-            kubernetes_cluster::NAME => {
-                grant(kubernetes_cluster::PERMISSIONS);
-                crds.push(serde_json::to_value(KubernetesCluster::crd())?);
-            }
-            configmap_sync::NAME => {
-                grant(configmap_sync::PERMISSIONS);
-                if args.configmapsync_secrets {
-                    grant(configmap_sync::SECRET_PERMISSIONS);
-                }
-                crds.push(serde_json::to_value(ConfigMapSync::crd())?);
-            }
-            kafka_topic::NAME => {
-                grant(kafka_topic::PERMISSIONS);
-                if args.kafka_topic_secrets {
-                    grant(kafka_topic::SECRET_PERMISSIONS);
-                }
-                crds.push(serde_json::to_value(Topic::crd())?);
-            }
-            other => anyhow::bail!("unknown controller {other:?}"),
+    for name in &args.controllers {
+        let controller =
+            registry::find(name).ok_or_else(|| anyhow::anyhow!("unknown controller {name:?}"))?;
+        grant(controller.permissions);
+        for set in requested_sets(args, controller) {
+            grant(set);
+        }
+        for crd in (controller.crds)() {
+            crds.push(serde_json::to_value(crd)?);
         }
     }
     let ns = args.namespace.as_str();
@@ -163,6 +132,22 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
     }
     out.push(deploy);
     Ok(out)
+}
+
+/// The optional permission sets of `controller` that the flags ask for.
+fn requested_sets(
+    args: &ManifestsArgs,
+    controller: &Registration,
+) -> impl Iterator<Item = &'static [Permission]> {
+    let asked = match controller.name {
+        configmap_sync::NAME => args.configmapsync_secrets,
+        kafka_topic::NAME => args.kafka_topic_secrets,
+        _ => false,
+    };
+    asked
+        .then(|| controller.optional("secrets"))
+        .flatten()
+        .into_iter()
 }
 
 /// ClusterRole rules from declared permissions: one rule per (group, verbs), resources merged.
@@ -280,30 +265,22 @@ fn rules_template() -> anyhow::Result<String> {
     let lease = vec![
         json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": LEASE_VERBS}),
     ];
-    let defines: Vec<(&str, Vec<Value>)> = vec![
-        (critical_service::NAME, rules(critical_service::PERMISSIONS)),
-        (configmap_sync::NAME, rules(configmap_sync::PERMISSIONS)),
-        (
-            "configmapsync.secrets",
-            rules(configmap_sync::SECRET_PERMISSIONS),
-        ),
-        (status_vault::NAME, rules(status_vault::PERMISSIONS)),
-        (
-            kubernetes_cluster::NAME,
-            rules(kubernetes_cluster::PERMISSIONS),
-        ),
-        (kafka_topic::NAME, rules(kafka_topic::PERMISSIONS)),
-        ("kafkatopic.secrets", rules(kafka_topic::SECRET_PERMISSIONS)),
-        ("leaderelection", lease),
-        (
-            "statusvault.coveredVerbs",
-            strings(status_vault::controller::COVERED_VERBS),
-        ),
-        (
-            "statusvault.coveredStatusVerbs",
-            strings(status_vault::controller::COVERED_STATUS_VERBS),
-        ),
-    ];
+    let mut defines: Vec<(String, Vec<Value>)> = Vec::new();
+    for controller in registry::CONTROLLERS {
+        defines.push((controller.name.to_owned(), rules(controller.permissions)));
+        for (set, permissions) in controller.optional_permissions {
+            defines.push((format!("{}.{set}", controller.name), rules(permissions)));
+        }
+    }
+    defines.push(("leaderelection".into(), lease));
+    defines.push((
+        "statusvault.coveredVerbs".into(),
+        strings(status_vault::controller::COVERED_VERBS),
+    ));
+    defines.push((
+        "statusvault.coveredStatusVerbs".into(),
+        strings(status_vault::controller::COVERED_STATUS_VERBS),
+    ));
     let mut out = String::from(
         "{{/*\nGenerated by `vigil manifests --chart charts/vigil` from the permissions each \
          controller's code declares\n(crates/controllers): do not edit. One YAML list per \
@@ -316,6 +293,15 @@ fn rules_template() -> anyhow::Result<String> {
             yaml.trim_end()
         ));
     }
+    // The enabled controllers, from the values' `<chartKey>.enabled`, in the registry's order.
+    out.push_str("{{- define \"vigil.controllers\" -}}\n{{- $enabled := list }}\n");
+    for controller in registry::CONTROLLERS {
+        out.push_str(&format!(
+            "{{{{- if .Values.{}.enabled }}}}{{{{ $enabled = append $enabled \"{}\" }}}}{{{{ end }}}}\n",
+            controller.chart_key, controller.name
+        ));
+    }
+    out.push_str("{{- join \",\" $enabled }}\n{{- end }}\n");
     Ok(out)
 }
 

@@ -10,55 +10,21 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use vigil_controllers::configmap_sync::{
-    controller as configmap_sync, model::Settings as ConfigMapSyncSettings,
-};
-use vigil_controllers::critical_service::{
-    controller as critical_service, model::Settings, model::TemplateKey,
-};
-use vigil_controllers::kafka_topic::controller::{
-    self as kafka_topic, Settings as KafkaTopicSettings,
-};
-use vigil_controllers::kubernetes_cluster::{
-    self as kubernetes_cluster, model::Settings as KubernetesClusterSettings,
-};
-use vigil_controllers::status_vault::{self, model::Settings as StatusVaultSettings};
+use vigil_controllers::registry::{self, ControllerFlags, Setup, Shared};
 use vigil_runtime::Manager;
 use vigil_runtime::leader::{LeaderElectionConfig, unique_identity};
-
-/// Controllers `vigil run` can host.
-const CONTROLLERS: &[&str] = &[
-    critical_service::NAME,
-    configmap_sync::NAME,
-    status_vault::NAME,
-    kafka_topic::NAME,
-    kubernetes_cluster::NAME,
-];
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Kubeconfig to use; default: `KUBECONFIG`, `~/.kube/config`, then the in-cluster configuration.
     #[arg(long, env = "KUBECONFIG")]
     kubeconfig: Option<PathBuf>,
-    /// Controllers to run, comma-separated (default: all ready ones).
-    #[arg(long, value_delimiter = ',', default_values_t = CONTROLLERS.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>())]
+    /// Controllers to run, comma-separated (default: all of them).
+    #[arg(long, value_delimiter = ',', default_values_t = registry::names().map(str::to_owned).collect::<Vec<_>>())]
     controllers: Vec<String>,
     /// Namespaces to watch, comma-separated; empty: all.
     #[arg(long, env = "NAMESPACES", value_delimiter = ',', default_value = "")]
     namespaces: Vec<String>,
-    /// PodTemplate of fallback pods when a CriticalService names none.
-    #[arg(
-        long,
-        env = "POD_TEMPLATE",
-        default_value = "critical-service-pod-template"
-    )]
-    pod_template: String,
-    /// Namespace of that PodTemplate (default: the operator's own namespace).
-    #[arg(long, env = "POD_TEMPLATE_NS")]
-    pod_template_ns: Option<String>,
-    /// Prefix of fallback pod names.
-    #[arg(long, env = "POD_NAME_PREFIX", default_value = "service-watcher")]
-    pod_name_prefix: String,
     /// Address of the metrics and probe server (/metrics, /healthz, /readyz).
     #[arg(long, env = "VIGIL_METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
@@ -80,44 +46,9 @@ pub struct RunArgs {
     /// Interval between renewals and acquisition attempts.
     #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
     retry_period: Duration,
-    /// Status vault: where policies without a backend keep records — a directory or
-    /// `s3://bucket/prefix`.
-    #[arg(
-        long,
-        env = "VIGIL_STATUS_VAULT_LOCATION",
-        default_value = "/var/lib/vigil/status-vault"
-    )]
-    status_vault_location: String,
-    /// Status vault: file holding the AES-256-GCM key of that default backend (32 raw bytes or
-    /// base64); absent: records are stored in clear.
-    #[arg(long, env = "VIGIL_STATUS_VAULT_KEY_FILE")]
-    status_vault_key_file: Option<String>,
-    /// ConfigMapSync: trust every ConfigMapSync author, so sources and destinations outside a
-    /// ConfigMapSync's namespace need no consent (for clusters where only administrators may
-    /// create ConfigMapSyncs). See docs/configmap-sync.md.
-    #[arg(long, env = "VIGIL_CONFIGMAPSYNC_TRUST_ALL")]
-    configmapsync_trust_all: bool,
-    /// ConfigMapSync: also copy Secrets (`kind: Secret`); needs Secret permissions
-    /// (`vigil manifests --configmapsync-secrets` grants them).
-    #[arg(long, env = "VIGIL_CONFIGMAPSYNC_SECRETS")]
-    configmapsync_secrets: bool,
-    /// KafkaTopic: how often to look for changes made in Kafka outside Vigil (one `Metadata` and
-    /// one `DescribeConfigs` request per cluster, whatever the number of topics); `0s`: never.
-    #[arg(long, env = "VIGIL_KAFKA_DRIFT_INTERVAL", default_value = "60s", value_parser = crate::parse_duration)]
-    kafka_drift_interval: Duration,
-    /// KafkaTopic: longest wait between retries of a Topic whose broker is down or refuses.
-    #[arg(long, env = "VIGIL_KAFKA_RETRY_MAX", default_value = "60s", value_parser = crate::parse_duration)]
-    kafka_retry_max: Duration,
-    /// KafkaTopic: bound on connecting to a broker and on each request.
-    #[arg(long, env = "VIGIL_KAFKA_BROKER_TIMEOUT", default_value = "10s", value_parser = crate::parse_duration)]
-    kafka_broker_timeout: Duration,
-    /// KubernetesCluster: how often a cluster in a long operation (provisioning, upgrade,
-    /// deletion) is asked how far it got.
-    #[arg(long, default_value = "2s", value_parser = crate::parse_duration)]
-    kubernetescluster_poll_interval: Duration,
-    /// KubernetesCluster: how often a settled cluster is compared with its provider (drift).
-    #[arg(long, default_value = "60s", value_parser = crate::parse_duration)]
-    kubernetescluster_resync_interval: Duration,
+    /// Each controller's own flags (declared in its module's `registration.rs`).
+    #[command(flatten)]
+    controller_flags: ControllerFlags,
     #[command(flatten)]
     providers: crate::cluster_providers::ProviderArgs,
     /// How long in-flight work may take to finish after SIGTERM.
@@ -149,45 +80,18 @@ pub(crate) async fn client(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
 
 /// The client configuration: the kubeconfig given, else the inferred one.
 pub(crate) async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube::Config> {
-    Ok(match kubeconfig {
-        Some(path) => {
-            let file = kube::config::Kubeconfig::read_from(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            kube::Config::from_custom_kubeconfig(file, &Default::default()).await?
-        }
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig and not running in a cluster")?,
-    })
+    Ok(vigil_runtime::client::load_config(kubeconfig.map(PathBuf::as_path)).await?)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     for name in &args.controllers {
         anyhow::ensure!(
-            CONTROLLERS.contains(&name.as_str()),
+            registry::find(name).is_some(),
             "unknown controller {name:?}; available: {}",
-            CONTROLLERS.join(", ")
+            registry::names().collect::<Vec<_>>().join(", ")
         );
     }
     let own_ns = own_namespace();
-    let watched: BTreeSet<String> = args
-        .namespaces
-        .iter()
-        .map(|n| n.trim().to_owned())
-        .filter(|n| !n.is_empty())
-        .collect();
-    let settings = Settings {
-        pod_name_prefix: args.pod_name_prefix.clone(),
-        default_template: TemplateKey {
-            namespace: args
-                .pod_template_ns
-                .clone()
-                .unwrap_or_else(|| own_ns.clone()),
-            name: args.pod_template.clone(),
-        },
-        watched_namespaces: (!watched.is_empty()).then_some(watched),
-    };
-
     let election = args.leader_elect.unwrap_or_else(in_cluster).then(|| {
         let mut config = LeaderElectionConfig::new(
             args.lease_namespace
@@ -211,58 +115,28 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(addr) = manager.metrics_addr() {
         tracing::info!(%addr, "metrics and probes serving");
     }
-    let enabled = |name: &str| args.controllers.iter().any(|c| c == name);
 
-    let mut restorer = None;
-    if enabled(status_vault::NAME) {
-        // Made before it runs: KubernetesCluster consults its restore.
-        let vault = status_vault::StatusVault::on(
-            manager.runtime(),
-            StatusVaultSettings {
-                default_location: args.status_vault_location.clone(),
-                default_key_file: args.status_vault_key_file.clone(),
-            },
-        );
-        restorer = Some(vault.restorer());
-        manager.add(status_vault::NAME, move |rt| vault.run_on(rt));
-    }
-    if enabled(configmap_sync::NAME) {
-        let settings = ConfigMapSyncSettings {
-            trust_all: args.configmapsync_trust_all,
-            secrets: args.configmapsync_secrets,
-        };
-        manager.add(configmap_sync::NAME, move |rt| {
-            configmap_sync::run_on(rt, settings)
-        });
-    }
-    if enabled(kubernetes_cluster::NAME) {
-        let config = kubernetes_cluster::controller::Config {
-            settings: KubernetesClusterSettings {
-                poll_interval: args.kubernetescluster_poll_interval,
-                resync_interval: args.kubernetescluster_resync_interval,
-            },
-            providers: crate::cluster_providers::providers(&args.providers)?,
-            restorer,
-        };
-        manager.add(kubernetes_cluster::NAME, move |rt| {
-            kubernetes_cluster::run_on(rt, config)
-        });
-    }
-    if enabled(kafka_topic::NAME) {
-        let settings = KafkaTopicSettings {
-            drift_interval: args.kafka_drift_interval,
-            retry_max: args.kafka_retry_max,
-            broker_timeout: args.kafka_broker_timeout,
-            namespaces: settings.watched_namespaces.clone(),
-        };
-        manager.add(kafka_topic::NAME, move |rt| {
-            kafka_topic::run_on(rt, settings)
-        });
-    }
-    if enabled(critical_service::NAME) {
-        manager.add(critical_service::NAME, move |rt| {
-            critical_service::run_on(rt, settings)
-        });
+    let watched: BTreeSet<String> = args
+        .namespaces
+        .iter()
+        .map(|n| n.trim().to_owned())
+        .filter(|n| !n.is_empty())
+        .collect();
+    let mut shared = Shared::default();
+    shared.insert(crate::cluster_providers::providers(&args.providers)?);
+    let mut setup = Setup {
+        flags: &args.controller_flags.0,
+        namespaces: (!watched.is_empty()).then_some(watched),
+        own_namespace: own_ns,
+        shared,
+    };
+    // In the registry's order (the status vault before the controllers that consult it).
+    for controller in registry::CONTROLLERS {
+        if args.controllers.iter().any(|c| c == controller.name) {
+            (controller.add)(&mut manager, &mut setup)
+                .map_err(|e| anyhow::anyhow!(e))
+                .with_context(|| format!("starting controller {}", controller.name))?;
+        }
     }
     tracing::info!(controllers = ?args.controllers, "vigil running");
     manager
