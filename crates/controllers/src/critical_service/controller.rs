@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::PodTemplate;
 use kube::runtime::controller::Action;
 use vigil_apis::{CriticalService, HasConditions as _};
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::Source as _;
 
 use super::apply::Writer;
-use super::cache::{self, CachedPod, CachedService, CachedSlice};
+use super::cache::Sources;
 pub use super::model::Settings;
 use super::observe::{self, Caches};
 pub use super::{Error, NAME, PERMISSIONS};
@@ -31,60 +29,31 @@ struct Context {
 
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
-    let ns = settings.watched_namespaces.as_ref();
-    let crs = runtime
-        .cache::<CriticalService>()
-        .slim(cache::slim_critical_service);
-    let crs = crs.index(cache::critical_service_keys).build();
-    let services = runtime
-        .cache::<CachedService>()
-        .namespaces(ns)
-        .slim(cache::slim_service);
-    let services = services.index(cache::service_keys).build();
-    // Pods are most of a cluster: kept as compact entries, not objects.
-    let pods = runtime
-        .cache::<CachedPod>()
-        .namespaces(ns)
-        .slim(cache::slim_pod);
-    let pods = pods.index(cache::pod_keys).build_compact(cache::pod_entry);
-    let slices = runtime
-        .cache::<CachedSlice>()
-        .namespaces(ns)
-        .slim(cache::slim_slice);
-    let slices = slices
-        .index(cache::slice_keys)
-        .build_compact(cache::slice_entry);
-    // Templates may live outside the watched namespaces (POD_TEMPLATE_NS): watch them everywhere.
-    let templates = runtime
-        .cache::<PodTemplate>()
-        .namespaces(None)
-        .slim(cache::slim_template);
-    let templates = templates.build();
-    let caches = Caches::new(&crs, &services, &pods, &slices, &templates);
-    let synced = vec![
-        services.synced(),
-        pods.synced(),
-        slices.synced(),
-        templates.synced(),
-    ];
+    let sources = Sources::new(&runtime, settings.watched_namespaces.as_ref());
+    let caches = Caches::new(&sources);
+    let synced = sources.synced();
     super::metrics::report_lame_services(&runtime, caches.clone(), settings.clone(), synced);
     let (c, s) = (&caches, &settings);
+    let context = Arc::new(Context {
+        writer: Writer::new(runtime.clone()),
+        caches: caches.clone(),
+        settings: settings.clone(),
+    });
     runtime
-        .controller(NAME, &crs)
+        .controller(NAME, &sources.crs)
         .concurrency(MAX_CONCURRENT_RECONCILES)
-        .watches(&services, observe::for_service(c.clone(), s.clone()))
-        .watches(&pods, observe::for_pod(c.clone(), s.clone()))
-        .watches(&slices, observe::for_slice(c.clone(), s.clone()))
-        .watches(&templates, observe::for_template(c.clone(), s.clone()))
-        .quarantine_condition(CriticalService::conditions)
-        .run(
-            reconcile,
-            Arc::new(Context {
-                writer: Writer::new(runtime.clone()),
-                caches,
-                settings,
-            }),
+        .watches(
+            &sources.services,
+            observe::for_service(c.clone(), s.clone()),
         )
+        .watches(&sources.pods, observe::for_pod(c.clone(), s.clone()))
+        .watches(&sources.slices, observe::for_slice(c.clone(), s.clone()))
+        .watches(
+            &sources.templates,
+            observe::for_template(c.clone(), s.clone()),
+        )
+        .quarantine_condition(CriticalService::conditions)
+        .run(reconcile, context)
         .await;
 }
 

@@ -11,11 +11,12 @@ use kube::ResourceExt as _;
 use kube::runtime::reflector::{ObjectRef, Store};
 use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
-use vigil_runtime::cache::{Cache, CompactCache};
 use vigil_runtime::compact::{self, CompactStore};
 use vigil_runtime::index::Index;
 
-use super::cache::{self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry};
+use super::cache::{
+    self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry, Sources,
+};
 use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
 use super::model::{
@@ -42,23 +43,17 @@ pub(super) struct Caches {
 
 impl Caches {
     /// The look-up handles of the controller's caches.
-    pub(super) fn new(
-        crs: &Cache<CriticalService>,
-        services: &Cache<CachedService>,
-        pods: &CompactCache<CachedPod, PodEntry>,
-        slices: &CompactCache<CachedSlice, SliceEntry>,
-        templates: &Cache<PodTemplate>,
-    ) -> Self {
+    pub(super) fn new(sources: &Sources) -> Self {
         Self {
-            crs: crs.store().clone(),
-            services: services.store().clone(),
-            pods: pods.store().clone(),
-            slices: slices.store().clone(),
-            templates: templates.store().clone(),
-            cr_index: crs.index().clone(),
-            service_index: services.index().clone(),
-            pod_index: pods.index().clone(),
-            slice_index: slices.index().clone(),
+            crs: sources.crs.store().clone(),
+            services: sources.services.store().clone(),
+            pods: sources.pods.store().clone(),
+            slices: sources.slices.store().clone(),
+            templates: sources.templates.store().clone(),
+            cr_index: sources.crs.index().clone(),
+            service_index: sources.services.index().clone(),
+            pod_index: sources.pods.index().clone(),
+            slice_index: sources.slices.index().clone(),
         }
     }
 }
