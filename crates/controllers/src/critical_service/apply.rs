@@ -81,12 +81,18 @@ impl Writer {
             .collect();
         bounded(deletes).await?;
         let current = self.written.effective(cr);
-        let wrote = self
-            .runtime
-            .write_status(NAME, cr, current.as_ref(), &plan.status, STATUS_LISTS)
-            .await?;
-        if wrote.is_some() {
-            self.written.remember(cr, &plan.status);
+        // The writer compares too; compared here first so that a reconcile at rest (most of them)
+        // does not even build the field manager's name.
+        if current.as_ref() != Some(&plan.status) {
+            let wrote = (self.runtime)
+                .write_status(NAME, cr, current.as_ref(), &plan.status, STATUS_LISTS)
+                .await?;
+            if wrote.is_some() {
+                self.written.remember(cr, &plan.status);
+            }
+        }
+        if plan.events.is_empty() {
+            return Ok(requeue(&plan));
         }
         let reference = cr.object_ref(&());
         let recorder = self.runtime.recorder();
@@ -99,9 +105,7 @@ impl Writer {
             })
             .collect();
         bounded(events).await?;
-        Ok(plan
-            .requeue_after
-            .map_or_else(Action::await_change, Action::requeue))
+        Ok(requeue(&plan))
     }
 
     async fn create_fallback(&self, pod: &Pod) -> Result<(), Error> {
@@ -161,6 +165,12 @@ impl Writer {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+/// When to look again: when the plan says (an activation delay running out), else on a change.
+fn requeue(plan: &Plan) -> Action {
+    plan.requeue_after
+        .map_or_else(Action::await_change, Action::requeue)
 }
 
 /// Runs `writes`, [`WRITE_CONCURRENCY`] at a time, to the end; then the first error, if any.
