@@ -8,12 +8,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use vigil_apis::critical_service::{
     CoveredService, CriticalServiceSpec, CriticalServiceStatus, ServiceState, StandbyState,
 };
-use vigil_runtime::conditions::{self, NewCondition, Status};
 
 mod status;
 

@@ -2,7 +2,17 @@
 //! `StandbyReady` and `Degraded` conditions (their `lastTransitionTime` moves only when their
 //! status does).
 
-use super::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use vigil_apis::critical_service::{
+    CoveredService, CriticalServiceStatus, ServiceState, StandbyState,
+};
+use vigil_runtime::conditions::{self, NewCondition, Status};
+
+use super::{
+    DEGRADED, Inputs, MESSAGE_LIST_LIMIT, Problem, READY, REASON_ALL_ANSWERING, REASON_AS_EXPECTED,
+    REASON_SERVICES_LAME, REASON_STANDBYS_MISSING, REASON_STANDBYS_READY, REASON_STANDBYS_STARTING,
+    STANDBY_READY, warm_standby,
+};
 
 /// The full status: entries, counts, and the conditions updated from the previous ones.
 pub(super) fn build_status(

@@ -4,8 +4,10 @@ use super::*;
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vigil_apis::critical_service::LabelMatch;
+use vigil_runtime::conditions;
 
 use crate::critical_service::model::{
     CriticalServiceView, OWNED_ANNOTATION, ServicePortView, SliceView, TEMPLATE_HASH_ANNOTATION,
