@@ -4,7 +4,8 @@
 //!
 //! Files:
 //! - `model.rs`: settings, the views the decision reads, the [`model::Plan`] it returns;
-//! - `decide.rs`: the pure decision (no clock, no I/O), with `fallback.rs` (how a fallback or
+//! - `decide.rs`: the pure decision (no clock, no I/O; its status and conditions in
+//!   `decide/status.rs`, its unit tests in `decide/tests.rs`), with `fallback.rs` (how a fallback or
 //!   standby pod is built from its template) and `lame.rs` (which uncovered Services are lame);
 //! - `cache.rs`: the shape of the lean caches (slim objects, compact entries, index keys);
 //! - `observe.rs`: look-ups in the caches that gather a decision's inputs, and the trigger
