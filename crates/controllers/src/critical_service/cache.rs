@@ -4,7 +4,8 @@
 //! [`CachedSlice`] — that list and watch the same resources (kube's `Resource` derive inherits
 //! the real kind's group, version and plural) but deserialize only the fields the decision
 //! reads; the rest of each object is skipped by serde and never allocated. This module also
-//! files them in indexes and turns them into the decision's views.
+//! files them in indexes, builds the caches ([`Sources`]) and turns entries into the decision's
+//! views.
 
 use std::collections::{BTreeMap, BTreeSet};
 
