@@ -4,9 +4,10 @@
 //! [`CachedSlice`] — that list and watch the same resources (kube's `Resource` derive inherits
 //! the real kind's group, version and plural) but deserialize only the fields the decision
 //! reads; the rest of each object is skipped by serde and never allocated. This module also
-//! files them in indexes and turns them into the decision's views.
+//! files them in indexes, builds the caches ([`Sources`]) and turns entries into the decision's
+//! views.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -14,6 +15,8 @@ use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt as _};
 use serde::Deserialize;
 use vigil_apis::CriticalService;
+use vigil_runtime::Runtime;
+use vigil_runtime::cache::{Cache, CompactCache, Source as _, Synced};
 
 use super::model::{
     CRITICAL_SERVICE_LABEL, OWNED_ANNOTATION, PodView, ServicePortView, ServiceView, SliceView,
@@ -433,6 +436,56 @@ pub fn slice_views<'a>(
             .extend(slice.ready_pods.iter().map(|p| p.to_string()));
     }
     out
+}
+
+/// The controller's caches as the controller builder takes them (see `observe::Caches` for
+/// their look-up handles).
+pub struct Sources {
+    pub crs: Cache<CriticalService>,
+    pub services: Cache<CachedService>,
+    /// Pods are most of a cluster: kept as compact entries, not objects.
+    pub pods: CompactCache<CachedPod, PodEntry>,
+    pub slices: CompactCache<CachedSlice, SliceEntry>,
+    pub templates: Cache<PodTemplate>,
+}
+
+impl Sources {
+    /// Builds the caches: Services, pods and EndpointSlices in the watched namespaces
+    /// (`None`: all), CriticalServices (cluster-scoped) and PodTemplates everywhere (a template
+    /// may live outside the watched namespaces, in `POD_TEMPLATE_NS`).
+    pub fn new(runtime: &Runtime, namespaces: Option<&BTreeSet<String>>) -> Self {
+        Self {
+            crs: (runtime.cache::<CriticalService>())
+                .slim(slim_critical_service)
+                .index(critical_service_keys)
+                .build(),
+            services: (runtime.cache::<CachedService>().namespaces(namespaces))
+                .slim(slim_service)
+                .index(service_keys)
+                .build(),
+            pods: (runtime.cache::<CachedPod>().namespaces(namespaces))
+                .slim(slim_pod)
+                .index(pod_keys)
+                .build_compact(pod_entry),
+            slices: (runtime.cache::<CachedSlice>().namespaces(namespaces))
+                .slim(slim_slice)
+                .index(slice_keys)
+                .build_compact(slice_entry),
+            templates: (runtime.cache::<PodTemplate>().namespaces(None))
+                .slim(slim_template)
+                .build(),
+        }
+    }
+
+    /// The sync state of the caches besides the CriticalServices'.
+    pub fn synced(&self) -> Vec<Synced> {
+        vec![
+            self.services.synced(),
+            self.pods.synced(),
+            self.slices.synced(),
+            self.templates.synced(),
+        ]
+    }
 }
 
 #[cfg(test)]

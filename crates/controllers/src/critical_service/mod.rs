@@ -1,13 +1,68 @@
 //! CriticalService: keeps critical Services answering. When a covered Service has no ready
-//! endpoint of its own, one fallback pod from a PodTemplate answers for it, and goes as soon as a
-//! real endpoint is ready again.
+//! endpoint of its own, one fallback pod from a PodTemplate answers for it (or a warm standby,
+//! `spec.warmStandby`, is promoted), and goes as soon as a real endpoint is ready again.
+//!
+//! Files:
+//! - `model.rs`: settings, the views the decision reads, the [`model::Plan`] it returns;
+//! - `decide.rs`: the pure decision (no clock, no I/O; its status and conditions in
+//!   `decide/status.rs`, its unit tests in `decide/tests.rs`), with `fallback.rs` (how a fallback or
+//!   standby pod is built from its template) and `lame.rs` (which uncovered Services are lame);
+//! - `cache.rs`: the shape of the lean caches (slim objects, compact entries, index keys);
+//! - `observe.rs`: look-ups in the caches that gather a decision's inputs, and the trigger
+//!   mappers;
+//! - `apply.rs`: the writes a plan asks for (pods, status, Events), only what differs;
+//! - `metrics.rs`: the `vigil_lame_services` gauge and its report;
+//! - `controller.rs`: the wiring (caches, builder, [`controller::run_on`]);
+//! - `registration.rs`: its entry in the registry (flags, how it is added to a Manager).
 
+use crate::permissions;
+
+mod apply;
 mod cache;
 pub mod controller;
 pub mod decide;
 pub mod fallback;
 pub mod lame;
+mod metrics;
 pub mod model;
+mod observe;
 pub mod registration;
 
-pub use controller::{NAME, PERMISSIONS};
+pub use apply::Error;
+
+/// Name of the controller in metrics, logs and Events.
+pub const NAME: &str = "criticalservice";
+
+/// What this controller's code does with the API (kept in step with the caches of
+/// `controller.rs` and the writes of `apply.rs`).
+pub const PERMISSIONS: &[permissions::Permission] = &[
+    // Watched through reflectors: list + watch only.
+    permissions::Permission {
+        group: "mycrd.com",
+        resources: &["criticalservices"],
+        verbs: &["list", "watch"],
+    },
+    permissions::Permission {
+        group: "mycrd.com",
+        resources: &["criticalservices/status"],
+        verbs: &["patch"],
+    },
+    permissions::Permission {
+        group: "",
+        resources: &["services", "podtemplates"],
+        verbs: &["list", "watch"],
+    },
+    // Fallback pods: created and deleted (with a uid precondition); warm standbys promoted by a
+    // label patch (with a uid precondition too).
+    permissions::Permission {
+        group: "",
+        resources: &["pods"],
+        verbs: &["list", "watch", "create", "delete", "patch"],
+    },
+    permissions::Permission {
+        group: "discovery.k8s.io",
+        resources: &["endpointslices"],
+        verbs: &["list", "watch"],
+    },
+    permissions::RECORD_EVENTS,
+];

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use vigil_apis::critical_service::{CriticalServiceSpec, CriticalServiceStatus};
@@ -133,29 +133,20 @@ pub struct Inputs<'a> {
     pub settings: &'a Settings,
 }
 
-/// A Kubernetes Event to record about the CriticalService.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EventNote {
-    pub warning: bool,
-    /// CamelCase, e.g. `FallbackCreated`, `PodTemplateNotFound`.
-    pub reason: String,
-    pub note: String,
-    /// (namespace, name) of the pod the event is about: recorded as the event's `related`
-    /// object, which also keeps kube-runtime's Recorder from folding events about different
-    /// pods into one series.
-    pub pod: Option<(String, String)>,
-}
+/// The Events a decision asks for: the runtime's, about the CriticalService.
+pub use vigil_runtime::events::EventNote;
 
-impl EventNote {
-    /// A Normal event about the pod `namespace/name`.
-    pub fn about_pod(reason: &str, namespace: &str, name: &str, note: String) -> Self {
-        Self {
-            warning: false,
-            reason: reason.into(),
-            note,
-            pod: Some((namespace.to_owned(), name.to_owned())),
-        }
-    }
+/// A Normal Event about the pod `namespace/name`: the pod is recorded as the Event's `related`
+/// object, which also keeps kube-runtime's Recorder from folding Events about different pods
+/// into one series.
+pub fn about_pod(reason: &str, namespace: &str, name: &str, note: String) -> EventNote {
+    EventNote::normal(reason, note).related(ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(namespace.to_owned()),
+        name: Some(name.to_owned()),
+        ..ObjectReference::default()
+    })
 }
 
 /// A pod to delete, with the uid it must still have (a precondition, so a pod re-created by

@@ -6,8 +6,8 @@ use kube::CustomResourceExt as _;
 use vigil_apis::CriticalService;
 use vigil_runtime::Manager;
 
-use super::controller::{self, NAME, PERMISSIONS};
 use super::model::{Settings, TemplateKey};
+use super::{NAME, PERMISSIONS, controller};
 use crate::registry::{Registration, Setup, SetupError};
 
 /// The entry in [`crate::registry::CONTROLLERS`].
