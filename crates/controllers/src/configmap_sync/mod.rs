@@ -12,7 +12,8 @@
 //! - `observe.rs`: cache look-ups that build the decision's inputs, and the trigger mappers;
 //! - `apply.rs`: the reconcile: the finalizer, and the writes a plan asks for;
 //! - `metrics.rs`: `vigil_configmapsync_*` series;
-//! - `controller.rs`: the wiring (caches, builder, metrics).
+//! - `controller.rs`: the wiring (caches, builder, metrics);
+//! - `registration.rs`: its entry in the registry (flags, CRD, permissions, how it is added).
 
 mod apply;
 mod cache;

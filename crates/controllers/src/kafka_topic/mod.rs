@@ -14,7 +14,8 @@
 //!   reconciles when Kafka changes behind Vigil's back;
 //! - `apply.rs`: the reconcile: the finalizer, broker writes, the status and Events;
 //! - `metrics.rs`: `vigil_kafka_*` series;
-//! - `controller.rs`: the wiring (cache, builder, drift poll).
+//! - `controller.rs`: the wiring (cache, builder, drift poll);
+//! - `registration.rs`: its entry in the registry (flags, CRD, permissions, how it is added).
 
 mod apply;
 pub mod controller;

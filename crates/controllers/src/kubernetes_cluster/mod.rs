@@ -11,7 +11,8 @@
 //! decisions, tested in `decide_tests.rs`), `observe.rs` (cache look-ups, the Secret trigger
 //! mapper, the provider's report), `reconcile.rs` (one pass: restore, finalizer, observe,
 //! decide, request, decide on the answer), `apply.rs` (the writes), `metrics.rs` (the
-//! controller's own metrics), `controller.rs` (the wiring: caches, controller, context).
+//! controller's own metrics), `controller.rs` (the wiring: caches, controller, context), `registration.rs` (its entry in
+//! the registry: flags, CRD, permissions, how it is added).
 
 mod apply;
 pub mod controller;

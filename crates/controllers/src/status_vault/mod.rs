@@ -10,7 +10,8 @@
 //! (captures waiting for a backend); [`discovery`] (a kind's resource); [`restore`] (reads the
 //! vault, writes a status back); [`capture`] (kind watches and capture workers, handing empty
 //! objects to the restore); [`supervisor`] (runs the kind watches as policies change, writes
-//! the policies' status, checks the backends); [`controller`] (the wiring).
+//! the policies' status, checks the backends); [`controller`] (the wiring); [`registration`] (its
+//! entry in the registry: flags, CRD, permissions, how it is added).
 
 pub mod backends;
 pub mod capture;
