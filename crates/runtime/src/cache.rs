@@ -167,20 +167,20 @@ impl<K: Clone + Send + 'static> Feed<K> {
 }
 
 /// Sends `obj` to every live subscriber, waiting for room (lossless), and forgets the gone.
+/// Senders are taken one at a time (a cheap clone): no list is copied per object, and the lock
+/// is never held across a wait.
 async fn publish<K: Clone>(subscribers: &Mutex<Vec<mpsc::Sender<K>>>, obj: K) {
-    let live: Vec<mpsc::Sender<K>> = subscribers
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .clone();
+    let lock = || subscribers.lock().unwrap_or_else(PoisonError::into_inner);
     let mut gone = false;
-    for tx in &live {
+    let mut next = 0;
+    loop {
+        let tx = lock().get(next).cloned();
+        let Some(tx) = tx else { break };
         gone |= tx.send(obj.clone()).await.is_err();
+        next += 1;
     }
     if gone {
-        subscribers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .retain(|tx| !tx.is_closed());
+        lock().retain(|tx| !tx.is_closed());
     }
 }
 

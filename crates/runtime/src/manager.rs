@@ -36,7 +36,7 @@ use crate::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use crate::metrics::Metrics;
 use crate::shared::SharedWatches;
 
-/// Where controllers report their readiness: `/readyz`, or a caller's closure.
+/// Where controllers report their readiness: `/readyz`.
 type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
 
 /// What a controller gets from the Manager. Cheap to clone.
