@@ -27,7 +27,10 @@ enabled controllers.
   resources:
   - endpointslices
   verbs:
+  - create
+  - delete
   - list
+  - patch
   - watch
 - apiGroups:
   - events.k8s.io

@@ -55,13 +55,25 @@ pub struct CriticalServiceSpec {
     #[schemars(length(max = 4096))]
     pub maintenance_message: Option<String>,
     /// Keep a warm standby beside each covered Service: a pod from the same template, started
-    /// ahead of time, Ready, but not selected by the Service. When the Service turns lame (its
-    /// last ready endpoint fails or starts terminating), one write (a label patch adding the
-    /// Service's selector) makes the standby an endpoint, so clients wait for no container start;
-    /// a new standby is then started in its place. Absent or false: the fallback is created when
-    /// the Service turns lame, as in the article.
+    /// ahead of time, Ready, but not selected by the Service. Vigil lists the Ready standby in an
+    /// EndpointSlice of its own as a *serving, terminating* endpoint, which kube-proxy uses only
+    /// while the Service has no ready endpoint: when the last one goes, traffic moves to the
+    /// standby in kube-proxy's next sync, before Vigil has written anything. Vigil then makes the
+    /// standby a ready endpoint (its EndpointSlice first, then a label patch adding the Service's
+    /// selector) and starts a new standby in its place. Absent or false: the fallback is created
+    /// when the Service turns lame, as in the article.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm_standby: Option<bool>,
+    /// Drain a retiring fallback before deleting it: when the Service has a ready endpoint of its
+    /// own again, Vigil first takes its pod out of the Service's endpoints (a label patch removing
+    /// the selector), and deletes it only once the EndpointSlices no longer list it as ready and
+    /// this many seconds have passed, so that kube-proxy (which applies a change up to its
+    /// `minSyncPeriod`, 1 s by default, later) has stopped sending it connections. If the Service
+    /// turns lame again meanwhile, the draining pod is selected again. Absent: the fallback is
+    /// deleted at once, as in the article.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 300))]
+    pub drain_seconds: Option<u32>,
 }
 
 /// One label a covered Service must carry.

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
@@ -15,7 +16,7 @@ use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::Runtime;
 
 use super::NAME;
-use super::model::{Plan, PodRef, Promotion};
+use super::model::{Plan, PodRef, Relabel, SliceWrite};
 
 /// Writes one reconcile makes at once (fallback pods, Events).
 const WRITE_CONCURRENCY: usize = 16;
@@ -62,12 +63,10 @@ impl Writer {
     pub(super) async fn apply(&self, cr: &CriticalService, plan: Plan) -> Result<Action, Error> {
         // Collected first: a lazy iterator of futures borrowing `self` makes the reconcile future
         // not provably `Send`.
-        let promotions: Vec<_> = plan
-            .promote
-            .iter()
-            .map(|p| self.promote_standby(p))
-            .collect();
-        bounded(promotions).await?;
+        let slices: Vec<_> = plan.slices.iter().map(|w| self.write_slice(w)).collect();
+        bounded(slices).await?;
+        let relabels: Vec<_> = plan.relabel.iter().map(|r| self.relabel(r)).collect();
+        bounded(relabels).await?;
         let creates: Vec<_> = plan
             .create
             .iter()
@@ -125,15 +124,59 @@ impl Writer {
         }
     }
 
-    /// Promotes a warm standby: one JSON merge patch of its labels. The uid in the patch is a
-    /// precondition (the API server refuses a patch whose uid differs with 409), so a pod re-created
-    /// under the name by someone else is never relabelled.
-    async fn promote_standby(&self, promotion: &Promotion) -> Result<(), Error> {
-        let target = &promotion.pod;
+    /// Writes one of Vigil's EndpointSlices for a warm standby: a server-side apply of the whole
+    /// slice (creates or updates it in one request), or a delete.
+    async fn write_slice(&self, write: &SliceWrite) -> Result<(), Error> {
+        match write {
+            SliceWrite::Apply(slice) => {
+                let namespace = slice.metadata.namespace.clone().unwrap_or_default();
+                let slices: Api<EndpointSlice> =
+                    Api::namespaced(self.runtime.client().clone(), &namespace);
+                let mut body = (**slice).clone();
+                body.metadata.managed_fields = None;
+                let value = serde_json::json!({
+                    "apiVersion": "discovery.k8s.io/v1",
+                    "kind": "EndpointSlice",
+                    "metadata": body.metadata,
+                    "addressType": body.address_type,
+                    "endpoints": body.endpoints,
+                    "ports": body.ports,
+                });
+                let params = PatchParams::apply(&self.field_manager).force();
+                let name = slice.metadata.name.clone().unwrap_or_default();
+                match slices.patch(&name, &params, &Patch::Apply(&value)).await {
+                    Ok(_) => Ok(()),
+                    // The standby pod it is owned by is gone: the next pass decides again.
+                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
+                        Ok(())
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+            SliceWrite::Delete { namespace, name } => {
+                let slices: Api<EndpointSlice> =
+                    Api::namespaced(self.runtime.client().clone(), namespace);
+                match slices.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Relabels one of Vigil's pods (a standby promoted, a fallback drained or selected again):
+    /// one JSON merge patch of its labels and annotations. The uid in the patch is a precondition
+    /// (the API server refuses a patch whose uid differs with 409), so a pod re-created under the
+    /// name by someone else is never relabelled.
+    async fn relabel(&self, relabel: &Relabel) -> Result<(), Error> {
+        let target = &relabel.pod;
         let pods: Api<Pod> = Api::namespaced(self.runtime.client().clone(), &target.namespace);
-        let patch = serde_json::json!({
-            "metadata": {"uid": target.uid, "labels": promotion.labels}
-        });
+        let mut metadata = serde_json::json!({"uid": target.uid, "labels": relabel.labels});
+        if !relabel.annotations.is_empty() {
+            metadata["annotations"] = serde_json::json!(relabel.annotations);
+        }
+        let patch = serde_json::json!({ "metadata": metadata });
         let params = PatchParams {
             field_manager: Some(self.field_manager.clone()),
             ..PatchParams::default()

@@ -19,8 +19,9 @@ use vigil_runtime::Runtime;
 use vigil_runtime::cache::{Cache, CompactCache, Source as _, Synced};
 
 use super::model::{
-    CRITICAL_SERVICE_LABEL, OWNED_ANNOTATION, PodView, ServicePortView, ServiceView, SliceView,
-    TEMPLATE_HASH_ANNOTATION,
+    CRITICAL_SERVICE_LABEL, OWNED_ANNOTATION, PodView, RETIRING_SINCE_ANNOTATION,
+    SLICE_HASH_ANNOTATION, SLICE_MANAGED_BY_LABEL, SLICE_MANAGER, ServicePortView, ServiceView,
+    SliceView, StandbySliceView, TEMPLATE_HASH_ANNOTATION,
 };
 
 /// Labels (or a selector) as a cached object keeps them: a sorted boxed slice. A `BTreeMap`
@@ -72,9 +73,18 @@ impl Labels {
 pub struct CachedPod {
     pub metadata: ObjectMeta,
     #[serde(default)]
+    pub spec: Option<CachedPodSpec>,
+    #[serde(default)]
     pub status: Option<CachedPodStatus>,
     #[serde(skip)]
     pub labels: Labels,
+}
+
+/// The node a pod runs on (Vigil's EndpointSlices name it for its standbys).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedPodSpec {
+    #[serde(default, rename = "nodeName")]
+    pub node_name: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -128,6 +138,18 @@ pub struct CachedSlice {
     /// The `kubernetes.io/service-name` label.
     #[serde(skip)]
     pub service: Option<Box<str>>,
+    /// Set on Vigil's own slices of warm standbys only.
+    #[serde(skip)]
+    pub standby: Option<Box<StandbyMarks>>,
+}
+
+/// What identifies one of Vigil's EndpointSlices of a warm standby: its name, the
+/// CriticalService that wrote it and the hash of its content.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StandbyMarks {
+    pub name: Box<str>,
+    pub critical_service: Box<str>,
+    pub hash: Box<str>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -264,13 +286,20 @@ fn slim_meta(meta: &mut ObjectMeta, keep_annotations: &[&str]) {
     }
 }
 
-/// Strips a pod to what the decision reads: labels, two annotations, owners, readiness,
-/// deletion mark and IP.
+/// Strips a pod to what the decision reads: labels, three annotations, owners, readiness,
+/// deletion mark, IP, and the node of Vigil's own pods.
 pub fn slim_pod(pod: &mut CachedPod) {
     pod.labels = Labels::from_map(pod.metadata.labels.take());
+    if pod.labels.get(CRITICAL_SERVICE_LABEL).is_none() {
+        pod.spec = None;
+    }
     slim_meta(
         &mut pod.metadata,
-        &[OWNED_ANNOTATION, TEMPLATE_HASH_ANNOTATION],
+        &[
+            OWNED_ANNOTATION,
+            TEMPLATE_HASH_ANNOTATION,
+            RETIRING_SINCE_ANNOTATION,
+        ],
     );
     if let Some(conditions) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
         conditions.retain(|c| c.type_ == "Ready");
@@ -286,14 +315,26 @@ pub fn slim_service(service: &mut CachedService) {
     slim_meta(&mut service.metadata, &[]);
 }
 
-/// Strips an EndpointSlice's bookkeeping.
+/// Strips an EndpointSlice's bookkeeping (keeping what identifies Vigil's own).
 pub fn slim_slice(slice: &mut CachedSlice) {
-    slice.service = slice
-        .metadata
-        .labels
-        .take()
-        .and_then(|mut l| l.remove(SERVICE_NAME_LABEL))
+    let mut labels = slice.metadata.labels.take().unwrap_or_default();
+    slice.service = labels
+        .remove(SERVICE_NAME_LABEL)
         .map(String::into_boxed_str);
+    if labels.get(SLICE_MANAGED_BY_LABEL).map(String::as_str) == Some(SLICE_MANAGER) {
+        let hash = (slice.metadata.annotations.as_ref())
+            .and_then(|a| a.get(SLICE_HASH_ANNOTATION))
+            .cloned()
+            .unwrap_or_default();
+        slice.standby = Some(Box::new(StandbyMarks {
+            name: slice.metadata.name.clone().unwrap_or_default().into(),
+            critical_service: labels
+                .remove(CRITICAL_SERVICE_LABEL)
+                .unwrap_or_default()
+                .into(),
+            hash: hash.into(),
+        }));
+    }
     slim_meta(&mut slice.metadata, &[]);
 }
 
@@ -319,6 +360,16 @@ pub struct PodEntry {
     pub ready: bool,
     pub terminating: bool,
     pub ip: Option<Box<str>>,
+    /// Vigil's own pods only (one pointer for the others, which are most of a cluster).
+    pub own: Option<Box<OwnPodMarks>>,
+}
+
+/// What is kept only of Vigil's own pods.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnPodMarks {
+    pub node_name: Option<Box<str>>,
+    /// `vigil.dev/retiring-since`, as written.
+    pub retiring_since: Option<Box<str>>,
 }
 
 /// The entry kept for a (slimmed) pod.
@@ -354,6 +405,14 @@ pub fn pod_entry(pod: &CachedPod) -> PodEntry {
             .as_ref()
             .and_then(|s| s.pod_ip.as_deref())
             .map(Into::into),
+        own: pod.labels.get(CRITICAL_SERVICE_LABEL).map(|_| {
+            Box::new(OwnPodMarks {
+                node_name: (pod.spec.as_ref())
+                    .and_then(|s| s.node_name.as_deref())
+                    .map(Into::into),
+                retiring_since: annotation(RETIRING_SINCE_ANNOTATION),
+            })
+        }),
     }
 }
 
@@ -370,6 +429,13 @@ pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
         ready: pod.ready,
         terminating: pod.terminating,
         ip: pod.ip.as_deref().map(str::to_owned),
+        node_name: (pod.own.as_ref())
+            .and_then(|o| o.node_name.as_deref())
+            .map(str::to_owned),
+        // A value that does not parse counts as absent: the drain is then over at once.
+        retiring_since: (pod.own.as_ref())
+            .and_then(|o| o.retiring_since.as_deref())
+            .and_then(|t| t.parse().ok()),
     }
 }
 
@@ -404,6 +470,7 @@ pub struct SliceEntry {
     pub namespace: Box<str>,
     pub service: Option<Box<str>>,
     pub ready_pods: Box<[Box<str>]>,
+    pub standby: Option<Box<StandbyMarks>>,
 }
 
 /// The entry kept for a (slimmed) EndpointSlice.
@@ -417,6 +484,7 @@ pub fn slice_entry(slice: &CachedSlice) -> SliceEntry {
             .into(),
         service: slice.service.clone(),
         ready_pods: slice.ready_pods().map(|p| p.as_str().into()).collect(),
+        standby: slice.standby.clone(),
     }
 }
 
@@ -434,6 +502,15 @@ pub fn slice_views<'a>(
             .or_default();
         view.ready_pods
             .extend(slice.ready_pods.iter().map(|p| p.to_string()));
+        if let Some(standby) = &slice.standby {
+            view.standby_slices.insert(
+                standby.name.to_string(),
+                StandbySliceView {
+                    critical_service: standby.critical_service.to_string(),
+                    hash: standby.hash.to_string(),
+                },
+            );
+        }
     }
     out
 }

@@ -14,6 +14,8 @@ use vigil_apis::critical_service::{
     CoveredService, CriticalServiceSpec, CriticalServiceStatus, ServiceState, StandbyState,
 };
 
+mod drain;
+mod slices;
 mod status;
 
 use super::fallback::{
@@ -21,8 +23,9 @@ use super::fallback::{
 };
 use super::model::{
     CRITICAL_SERVICE_LABEL, EventNote, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, Promotion, ROLE_ACTIVE, ROLE_STANDBY,
-    SERVICE_LABEL, ServiceView, Settings, TemplateKey, TemplateLookup, about_pod,
+    MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, ROLE_ACTIVE, ROLE_RETIRING, ROLE_STANDBY,
+    Relabel, SERVICE_LABEL, ServiceView, Settings, SliceWrite, TemplateKey, TemplateLookup,
+    about_pod,
 };
 use status::{build_status, degraded_changed};
 
@@ -41,6 +44,8 @@ pub const REASON_FALLBACK_CREATED: &str = "FallbackCreated";
 pub const REASON_FALLBACK_DELETED: &str = "FallbackDeleted";
 pub const REASON_STANDBY_CREATED: &str = "StandbyCreated";
 pub const REASON_STANDBY_PROMOTED: &str = "StandbyPromoted";
+pub const REASON_FALLBACK_DRAINING: &str = "FallbackDraining";
+pub const REASON_FALLBACK_RESELECTED: &str = "FallbackReselected";
 
 /// How many items a condition message lists before summarising the rest, so a CriticalService
 /// covering thousands of Services still has a readable (and API-valid) message.
@@ -85,7 +90,8 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
     }
     Plan {
         status,
-        promote: actions.promote,
+        slices: actions.slices,
+        relabel: actions.relabel,
         create: actions.create,
         delete: actions.delete,
         events: actions.events,
@@ -96,12 +102,22 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
 /// The writes and findings gathered while deciding, Service by Service.
 #[derive(Default)]
 struct Actions {
-    promote: Vec<Promotion>,
+    slices: Vec<SliceWrite>,
+    relabel: Vec<Relabel>,
     create: Vec<Pod>,
     delete: Vec<PodRef>,
     events: Vec<EventNote>,
     problems: Vec<Problem>,
     requeue_after: Option<Duration>,
+}
+
+/// The pod, by name and uid.
+fn pod_ref(pod: &PodView) -> PodRef {
+    PodRef {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        uid: pod.uid.clone(),
+    }
 }
 
 impl Actions {
@@ -110,11 +126,7 @@ impl Actions {
         if pod.terminating || self.delete.iter().any(|d| d.uid == pod.uid) {
             return;
         }
-        self.delete.push(PodRef {
-            namespace: pod.namespace.clone(),
-            name: pod.name.clone(),
-            uid: pod.uid.clone(),
-        });
+        self.delete.push(pod_ref(pod));
         self.events.push(about_pod(
             REASON_FALLBACK_DELETED,
             &pod.namespace,
@@ -205,6 +217,8 @@ struct Observed<'a> {
     foreign: Option<&'a PodView>,
     /// A warm standby of Vigil's promoted to answer for the Service (not terminating).
     active: Option<&'a PodView>,
+    /// Vigil's pods for the Service being drained (`spec.drainSeconds`; not terminating).
+    retiring: Vec<&'a PodView>,
     /// Vigil's warm standbys waiting for the Service (not terminating), Ready ones first.
     standbys: Vec<&'a PodView>,
     /// The names standbys take turns at.
@@ -219,7 +233,7 @@ fn observe<'a>(inputs: &Inputs<'a>, service: &'a ServiceView) -> Observed<'a> {
         .pods
         .iter()
         .find(|p| p.namespace == service.namespace && p.name == fallback_name);
-    let ours = at_name.filter(|p| is_vigils(p));
+    let ours = at_name.filter(|p| is_vigils(p) && role(p) != Some(ROLE_RETIRING));
     let foreign = at_name.filter(|p| !is_vigils(p));
     let health = health(inputs, service, &fallback_name, foreign.is_some());
     let standby_names = standby_pod_names(&inputs.settings.pod_name_prefix, &service.name);
@@ -233,6 +247,18 @@ fn observe<'a>(inputs: &Inputs<'a>, service: &'a ServiceView) -> Observed<'a> {
         })
     };
     let active = slot_pods().find(|p| role(p) == Some(ROLE_ACTIVE));
+    let retiring = inputs
+        .pods
+        .iter()
+        .filter(|p| {
+            p.namespace == service.namespace
+                && (p.name == fallback_name || standby_names.contains(&p.name))
+                && is_vigils(p)
+                && p.labels.get(SERVICE_LABEL) == Some(&service.name)
+                && role(p) == Some(ROLE_RETIRING)
+                && !p.terminating
+        })
+        .collect();
     let mut standbys: Vec<&PodView> = slot_pods()
         .filter(|p| role(p) == Some(ROLE_STANDBY))
         .collect();
@@ -243,6 +269,7 @@ fn observe<'a>(inputs: &Inputs<'a>, service: &'a ServiceView) -> Observed<'a> {
         ours,
         foreign,
         active,
+        retiring,
         standbys,
         standby_names,
         health,
@@ -331,16 +358,24 @@ fn decide_service(
     let owner = owns(inputs, service);
     let (state, fallback) = if owner {
         match observed.health {
-            Health::Healthy => retire(&observed, actions),
+            Health::Healthy => retire(inputs, &observed, actions),
             Health::Recovering => keep(&observed),
             Health::Lame => answer(inputs, &observed, before, actions),
         }
     } else {
         report_only(&observed)
     };
+    drain::finish(inputs, &observed, fallback.as_deref(), actions);
     // Only the owner keeps a standby; another CriticalService's standbys are its own business.
     let standby = (owner && warm_standby(inputs))
         .then(|| ensure_standby(inputs, &observed, fallback.as_deref(), actions));
+    let listed = if owner && warm_standby(inputs) {
+        let waiting = standby.as_ref().and_then(|(pod, _)| pod.as_deref());
+        slices::Listed::new(&observed, fallback.as_deref(), state, waiting)
+    } else {
+        slices::Listed::none()
+    };
+    slices::reconcile(inputs, &observed, &listed, actions);
     CoveredService {
         namespace: service.namespace.clone(),
         name: service.name.clone(),
@@ -365,14 +400,19 @@ fn answering(observed: &Observed<'_>) -> Option<String> {
     }
 }
 
-/// Healthy: a real endpoint answers, so Vigil's fallback (or promoted standby) goes.
-fn retire(observed: &Observed<'_>, actions: &mut Actions) -> Verdict {
+/// Healthy: a real endpoint answers, so Vigil's fallback (or promoted standby) goes: drained
+/// first with `spec.drainSeconds`, else deleted at once.
+fn retire(inputs: &Inputs<'_>, observed: &Observed<'_>, actions: &mut Actions) -> Verdict {
     let why = format!(
         "Service {}/{} has a ready endpoint of its own",
         observed.service.namespace, observed.service.name
     );
     for pod in observed.ours.iter().chain(observed.active.iter()) {
-        actions.delete_pod(pod, &why);
+        if drain::configured(inputs).is_some() && !pod.terminating {
+            drain::start(inputs, observed, pod, &why, actions);
+        } else {
+            actions.delete_pod(pod, &why);
+        }
     }
     (ServiceState::Healthy, None)
 }
@@ -420,6 +460,11 @@ fn answer(
         actions.requeue(remaining);
         return (ServiceState::Lame, None);
     }
+    if let Some(draining) = observed.retiring.first() {
+        // Still running and (most likely) still ready: the fastest way back.
+        drain::reselect(observed, draining, actions);
+        return (ServiceState::FallbackActive, Some(draining.name.clone()));
+    }
     if let (true, Some(standby)) = (warm_standby(inputs), observed.standbys.first()) {
         // Even a standby still starting beats a pod not created yet.
         promote(observed, standby, actions);
@@ -448,15 +493,16 @@ fn answer(
 /// selector (and the active role), so the Service selects a pod that is already running.
 fn promote(observed: &Observed<'_>, standby: &PodView, actions: &mut Actions) {
     let service = observed.service;
-    let mut labels = service.selector.clone();
-    labels.insert(FALLBACK_ROLE_LABEL.into(), ROLE_ACTIVE.into());
-    actions.promote.push(Promotion {
-        pod: PodRef {
-            namespace: standby.namespace.clone(),
-            name: standby.name.clone(),
-            uid: standby.uid.clone(),
-        },
+    let mut labels: BTreeMap<String, Option<String>> = service
+        .selector
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    labels.insert(FALLBACK_ROLE_LABEL.into(), Some(ROLE_ACTIVE.into()));
+    actions.relabel.push(Relabel {
+        pod: pod_ref(standby),
         labels,
+        annotations: BTreeMap::new(),
     });
     let readiness = if standby.ready {
         "Ready"
@@ -721,7 +767,7 @@ fn is_current_fallback(inputs: &Inputs<'_>, pod: &PodView) -> bool {
             let is_standby_name = standby_pod_names(prefix, &service.name).contains(&pod.name);
             let current = match role(pod) {
                 _ if fallback_pod_name(prefix, &service.name) == pod.name => true,
-                Some(ROLE_ACTIVE) => is_standby_name,
+                Some(ROLE_ACTIVE | ROLE_RETIRING) => is_standby_name,
                 Some(ROLE_STANDBY) => {
                     is_standby_name && warm_standby(inputs) && owns(inputs, service)
                 }

@@ -313,7 +313,7 @@ fn declares(containers: &[Container], wanted: &ContainerPort) -> bool {
 }
 
 /// A Service port's protocol, `TCP` when unset.
-fn protocol(port: &ServicePortView) -> &str {
+pub(super) fn protocol(port: &ServicePortView) -> &str {
     if port.protocol.is_empty() {
         DEFAULT_PROTOCOL
     } else {
@@ -341,10 +341,10 @@ fn fnv1a32(bytes: &[u8]) -> u32 {
 }
 
 /// 64-bit FNV-1a over length-prefixed parts, so `("ab", "c")` and `("a", "bc")` differ.
-struct Fnv1a64(u64);
+pub(super) struct Fnv1a64(u64);
 
 impl Fnv1a64 {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self(0xcbf2_9ce4_8422_2325)
     }
 
@@ -354,12 +354,12 @@ impl Fnv1a64 {
         }
     }
 
-    fn part(&mut self, part: &str) {
+    pub(super) fn part(&mut self, part: &str) {
         self.bytes(&(part.len() as u64).to_le_bytes());
         self.bytes(part.as_bytes());
     }
 
-    fn finish(&self) -> u64 {
+    pub(super) fn finish(&self) -> u64 {
         self.0
     }
 }
@@ -406,6 +406,7 @@ mod tests {
                 activation_delay_seconds: None,
                 maintenance_message: message.map(str::to_owned),
                 warm_standby: None,
+                drain_seconds: None,
             },
             status: None,
         }

@@ -92,6 +92,7 @@ mod tests {
             ("a".to_owned(), "fine".to_owned()),
             SliceView {
                 ready_pods: ["p".to_owned()].into(),
+                ..SliceView::default()
             },
         );
         let cr = CriticalServiceView {
@@ -108,6 +109,7 @@ mod tests {
                 activation_delay_seconds: None,
                 maintenance_message: None,
                 warm_standby: None,
+                drain_seconds: None,
             },
             status: None,
         };

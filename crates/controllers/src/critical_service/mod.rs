@@ -5,8 +5,11 @@
 //! Files:
 //! - `model.rs`: settings, the views the decision reads, the [`model::Plan`] it returns;
 //! - `decide.rs`: the pure decision (no clock, no I/O; its status and conditions in
-//!   `decide/status.rs`, its unit tests in `decide/tests.rs`), with `fallback.rs` (how a fallback or
-//!   standby pod is built from its template) and `lame.rs` (which uncovered Services are lame);
+//!   `decide/status.rs`, the draining of retiring fallbacks in `decide/drain.rs`, Vigil's
+//!   EndpointSlices of warm standbys in `decide/slices.rs`, its unit tests in `decide/tests.rs`),
+//!   with `fallback.rs` (how a fallback or standby pod is built from its template),
+//!   `standby_slice.rs` (the EndpointSlice listing a standby) and `lame.rs` (which uncovered
+//!   Services are lame);
 //! - `cache.rs`: the shape of the lean caches (slim objects, compact entries, index keys);
 //! - `observe.rs`: look-ups in the caches that gather a decision's inputs, and the trigger
 //!   mappers;
@@ -27,6 +30,7 @@ mod metrics;
 pub mod model;
 mod observe;
 pub mod registration;
+pub mod standby_slice;
 
 pub use apply::Error;
 
@@ -59,10 +63,12 @@ pub const PERMISSIONS: &[permissions::Permission] = &[
         resources: &["pods"],
         verbs: &["list", "watch", "create", "delete", "patch"],
     },
+    // EndpointSlices: watched; Vigil's own slices of warm standbys written by server-side apply
+    // and deleted (`standby_slice.rs`).
     permissions::Permission {
         group: "discovery.k8s.io",
         resources: &["endpointslices"],
-        verbs: &["list", "watch"],
+        verbs: &["list", "watch", "create", "patch", "delete"],
     },
     permissions::RECORD_EVENTS,
 ];

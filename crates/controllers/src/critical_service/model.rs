@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod, PodTemplateSpec};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use vigil_apis::critical_service::{CriticalServiceSpec, CriticalServiceStatus};
@@ -25,6 +26,19 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "vigil.dev/template-hash";
 pub const FALLBACK_ROLE_LABEL: &str = "vigil.dev/fallback-role";
 pub const ROLE_STANDBY: &str = "standby";
 pub const ROLE_ACTIVE: &str = "active";
+/// Role of a fallback or promoted standby being drained (`spec.drainSeconds`): out of its
+/// Service's selector, deleted once kube-proxy has stopped sending it connections.
+pub const ROLE_RETIRING: &str = "retiring";
+/// When a draining pod was taken out of its Service's endpoints (RFC 3339).
+pub const RETIRING_SINCE_ANNOTATION: &str = "vigil.dev/retiring-since";
+/// The label naming an EndpointSlice's manager. The EndpointSlice controller keeps only the
+/// slices it manages in step with a Service's selector and leaves the others alone, while
+/// kube-proxy merges every slice of the Service: Vigil's warm standbys are published through
+/// slices of Vigil's own.
+pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+pub const SLICE_MANAGER: &str = "vigil.dev/critical-service";
+/// Hash of what Vigil's EndpointSlice of a standby lists; a different hash means "rewrite it".
+pub const SLICE_HASH_ANNOTATION: &str = "vigil.dev/slice-hash";
 
 /// Operator settings the decision needs (from flags and the article's environment variables).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,12 +108,28 @@ pub struct PodView {
     /// `deletionTimestamp` is set.
     pub terminating: bool,
     pub ip: Option<String>,
+    /// `spec.nodeName` (kept for Vigil's own pods only, which its EndpointSlices list).
+    pub node_name: Option<String>,
+    /// When a draining pod of Vigil's left its Service's endpoints.
+    pub retiring_since: Option<Timestamp>,
 }
 
-/// What the EndpointSlices of one Service say: the pods that are ready endpoints.
+/// What the EndpointSlices of one Service say: the pods that are ready endpoints, and Vigil's
+/// own slices for its warm standbys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SliceView {
     pub ready_pods: BTreeSet<String>,
+    /// Vigil's EndpointSlices of this Service, by name (the name of the standby pod they list).
+    pub standby_slices: BTreeMap<String, StandbySliceView>,
+}
+
+/// One of Vigil's EndpointSlices for a warm standby, as cached.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StandbySliceView {
+    /// The CriticalService that wrote it.
+    pub critical_service: String,
+    /// Its `vigil.dev/slice-hash`.
+    pub hash: String,
 }
 
 /// The PodTemplate a fallback is built from, or why it cannot be used.
@@ -158,12 +188,24 @@ pub struct PodRef {
     pub uid: String,
 }
 
-/// A warm standby to promote: one merge patch adding `labels` (the Service's selector and the
-/// active role) to the pod that must still have `pod.uid`.
+/// One JSON merge patch of a pod of Vigil's labels and annotations (a `None` value removes the
+/// key), made only while the pod still has `pod.uid`: a warm standby promoted (the Service's
+/// selector and the active role added), a fallback drained (the selector removed) or selected
+/// again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Promotion {
+pub struct Relabel {
     pub pod: PodRef,
-    pub labels: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, Option<String>>,
+    pub annotations: BTreeMap<String, Option<String>>,
+}
+
+/// A write to one of Vigil's EndpointSlices for a warm standby.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SliceWrite {
+    /// Create or update it (server-side apply of the whole slice). Boxed: a slice is large.
+    Apply(Box<EndpointSlice>),
+    /// Delete it.
+    Delete { namespace: String, name: String },
 }
 
 /// What to do for one CriticalService.
@@ -171,9 +213,11 @@ pub struct Promotion {
 pub struct Plan {
     /// The full status to write (written only if it differs from the current one).
     pub status: CriticalServiceStatus,
-    /// Warm standbys to make endpoints of their lame Services (written first: they are what
-    /// clients are waiting for).
-    pub promote: Vec<Promotion>,
+    /// Vigil's EndpointSlices for warm standbys (written first: a standby made a ready endpoint
+    /// here is what clients are waiting for).
+    pub slices: Vec<SliceWrite>,
+    /// Label patches of Vigil's pods: standbys promoted, fallbacks drained or selected again.
+    pub relabel: Vec<Relabel>,
     /// Fallback pods to create.
     pub create: Vec<Pod>,
     /// Fallback pods to delete.

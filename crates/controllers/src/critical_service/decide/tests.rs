@@ -10,7 +10,8 @@ use vigil_apis::critical_service::LabelMatch;
 use vigil_runtime::conditions;
 
 use crate::critical_service::model::{
-    CriticalServiceView, OWNED_ANNOTATION, ServicePortView, SliceView, TEMPLATE_HASH_ANNOTATION,
+    CriticalServiceView, OWNED_ANNOTATION, RETIRING_SINCE_ANNOTATION, SLICE_HASH_ANNOTATION,
+    ServicePortView, SliceView, StandbySliceView, TEMPLATE_HASH_ANNOTATION,
 };
 
 const NS: &str = "shop";
@@ -24,6 +25,14 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// Labels a merge patch sets.
+fn set(pairs: &[(&str, &str)]) -> BTreeMap<String, Option<String>> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Some((*v).to_owned())))
         .collect()
 }
 
@@ -41,6 +50,7 @@ fn spec(pairs: &[(&str, &str)]) -> CriticalServiceSpec {
         activation_delay_seconds: None,
         maintenance_message: None,
         warm_standby: None,
+        drain_seconds: None,
     }
 }
 
@@ -120,6 +130,8 @@ fn real_pod(name: &str, app: &str, ready: bool) -> PodView {
         ready,
         terminating: false,
         ip: Some("10.0.0.1".into()),
+        node_name: None,
+        retiring_since: None,
     }
 }
 
@@ -143,6 +155,8 @@ fn view_of(pod: &Pod, ready: bool) -> PodView {
         ready,
         terminating: false,
         ip: None,
+        node_name: None,
+        retiring_since: None,
     }
 }
 
@@ -191,9 +205,41 @@ impl World {
     /// Writes the plan as the controller would; created pods appear not ready yet.
     fn apply(&mut self, plan: &Plan) {
         self.cr.status = Some(plan.status.clone());
-        for promoted in &plan.promote {
-            if let Some(pod) = self.pods.iter_mut().find(|p| p.uid == promoted.pod.uid) {
-                pod.labels.extend(promoted.labels.clone());
+        for relabel in &plan.relabel {
+            if let Some(pod) = self.pods.iter_mut().find(|p| p.uid == relabel.pod.uid) {
+                for (key, value) in &relabel.labels {
+                    match value {
+                        Some(value) => pod.labels.insert(key.clone(), value.clone()),
+                        None => pod.labels.remove(key),
+                    };
+                }
+                if let Some(since) = relabel.annotations.get(RETIRING_SINCE_ANNOTATION) {
+                    pod.retiring_since = since.as_ref().and_then(|t| t.parse().ok());
+                }
+            }
+        }
+        for write in &plan.slices {
+            match write {
+                SliceWrite::Apply(slice) => {
+                    let labels = slice.metadata.labels.clone().unwrap_or_default();
+                    let annotations = slice.metadata.annotations.clone().unwrap_or_default();
+                    self.slices
+                        .entry((NS.into(), labels[SERVICE_LABEL].clone()))
+                        .or_default()
+                        .standby_slices
+                        .insert(
+                            slice.metadata.name.clone().unwrap_or_default(),
+                            StandbySliceView {
+                                critical_service: labels[CRITICAL_SERVICE_LABEL].clone(),
+                                hash: annotations[SLICE_HASH_ANNOTATION].clone(),
+                            },
+                        );
+                }
+                SliceWrite::Delete { name, .. } => {
+                    for view in self.slices.values_mut() {
+                        view.standby_slices.remove(name);
+                    }
+                }
             }
         }
         for gone in &plan.delete {
@@ -280,7 +326,8 @@ fn reasons(plan: &Plan) -> Vec<(bool, &str)> {
 }
 
 fn assert_no_writes(plan: &Plan) {
-    assert!(plan.promote.is_empty(), "promote: {:?}", plan.promote);
+    assert!(plan.slices.is_empty(), "slices: {:?}", plan.slices);
+    assert!(plan.relabel.is_empty(), "promote: {:?}", plan.relabel);
     assert!(plan.create.is_empty(), "create: {:?}", plan.create);
     assert!(plan.delete.is_empty(), "delete: {:?}", plan.delete);
     assert!(plan.events.is_empty(), "events: {:?}", plan.events);
@@ -1019,15 +1066,15 @@ fn a_lame_service_promotes_its_standby_in_one_write_and_gets_a_new_one() {
     let mut world = healthy_with_ready_standby();
     set_ready(&mut world, "web-1", false);
     let plan = world.pass();
-    assert_eq!(plan.promote.len(), 1, "{:?}", plan.promote);
-    let promotion = &plan.promote[0];
+    assert_eq!(plan.relabel.len(), 1, "{:?}", plan.relabel);
+    let promotion = &plan.relabel[0];
     assert_eq!(
         (promotion.pod.name.as_str(), promotion.pod.uid.as_str()),
         (STANDBY_A, "service-watcher-web-standby-a-uid")
     );
     assert_eq!(
         promotion.labels,
-        labels(&[("app", "web"), (FALLBACK_ROLE_LABEL, ROLE_ACTIVE)])
+        set(&[("app", "web"), (FALLBACK_ROLE_LABEL, ROLE_ACTIVE)])
     );
     // No fallback created from scratch: a new standby under the other name instead.
     let created: Vec<_> = plan
@@ -1085,7 +1132,7 @@ fn a_lame_service_promotes_its_standby_in_one_write_and_gets_a_new_one() {
     // The next outage promotes the other; its name is taken until the old one is gone.
     set_ready(&mut world, "web-1", false);
     let plan = world.pass();
-    assert_eq!(plan.promote[0].pod.name, STANDBY_B);
+    assert_eq!(plan.relabel[0].pod.name, STANDBY_B);
     assert!(plan.create.is_empty(), "{:?}", plan.create);
     assert_eq!(entry(&plan, "web").standby, Some(StandbyState::Missing));
     assert_eq!(
@@ -1109,7 +1156,7 @@ fn the_last_endpoint_terminating_promotes_the_standby_at_once() {
         .expect("pod")
         .terminating = true;
     let plan = world.pass();
-    assert_eq!(plan.promote.len(), 1, "{:?}", plan.promote);
+    assert_eq!(plan.relabel.len(), 1, "{:?}", plan.relabel);
     assert_eq!(entry(&plan, "web").state, ServiceState::FallbackActive);
 }
 
@@ -1124,7 +1171,7 @@ fn a_lame_service_without_a_standby_gets_the_fallback_and_a_standby() {
         .collect();
     created.sort();
     assert_eq!(created, vec![FALLBACK.to_owned(), STANDBY_A.to_owned()]);
-    assert!(plan.promote.is_empty());
+    assert!(plan.relabel.is_empty());
     let web = entry(&plan, "web");
     assert_eq!(web.fallback_pod.as_deref(), Some(FALLBACK));
 }
@@ -1135,11 +1182,11 @@ fn the_activation_delay_holds_back_the_promotion_too() {
     world.cr.spec.activation_delay_seconds = Some(5);
     set_ready(&mut world, "web-1", false);
     let plan = world.pass();
-    assert!(plan.promote.is_empty());
+    assert!(plan.relabel.is_empty());
     assert!(plan.requeue_after.is_some());
     world.now = at(1_010);
     let plan = world.pass();
-    assert_eq!(plan.promote.len(), 1);
+    assert_eq!(plan.relabel.len(), 1);
 }
 
 #[test]
@@ -1194,4 +1241,222 @@ fn only_the_owner_keeps_a_standby() {
     let plan = world.pass();
     assert!(plan.create.is_empty(), "{:?}", plan.create);
     assert_eq!(entry(&plan, "web").standby, None);
+}
+
+// ---- Vigil's EndpointSlices of warm standbys ----
+
+/// The conditions (ready, serving, terminating) a slice write lists its one endpoint with.
+fn listed(write: &SliceWrite) -> (String, (Option<bool>, Option<bool>, Option<bool>)) {
+    let SliceWrite::Apply(slice) = write else {
+        panic!("not an apply: {write:?}");
+    };
+    let c = slice.endpoints[0].conditions.clone().unwrap_or_default();
+    (
+        slice.metadata.name.clone().unwrap_or_default(),
+        (c.ready, c.serving, c.terminating),
+    )
+}
+
+fn set_ip(world: &mut World, name: &str, ip: &str) {
+    let pod = world
+        .pods
+        .iter_mut()
+        .find(|p| p.name == name)
+        .expect("pod exists");
+    pod.ip = Some(ip.into());
+}
+
+const LISTED_ARMED: (Option<bool>, Option<bool>, Option<bool>) = (Some(false), Some(true), Some(true));
+const LISTED_READY: (Option<bool>, Option<bool>, Option<bool>) = (Some(true), Some(true), Some(false));
+
+/// A healthy `web` whose Ready standby has an IP and is listed, armed, in Vigil's slice.
+fn armed_standby() -> World {
+    let mut world = with_standby();
+    world.healthy();
+    world.pass();
+    set_ready(&mut world, STANDBY_A, true);
+    set_ip(&mut world, STANDBY_A, "10.0.0.9");
+    let plan = world.pass();
+    assert_eq!(
+        plan.slices.iter().map(listed).collect::<Vec<_>>(),
+        vec![(STANDBY_A.to_owned(), LISTED_ARMED)]
+    );
+    world
+}
+
+#[test]
+fn a_ready_standby_is_listed_serving_and_terminating_and_nothing_is_rewritten_at_rest() {
+    let mut world = armed_standby();
+    assert_no_writes(&world.pass());
+    // A standby that is not Ready yet is never listed.
+    let mut starting = with_standby();
+    starting.healthy();
+    starting.pass();
+    set_ip(&mut starting, STANDBY_A, "10.0.0.9");
+    assert!(starting.pass().slices.is_empty());
+}
+
+#[test]
+fn promotion_lists_the_standby_as_ready_first_and_the_next_standby_armed_once_ready() {
+    let mut world = armed_standby();
+    set_ready(&mut world, "web-1", false);
+    let plan = world.pass();
+    assert_eq!(
+        plan.slices.iter().map(listed).collect::<Vec<_>>(),
+        vec![(STANDBY_A.to_owned(), LISTED_READY)]
+    );
+    assert_eq!(plan.relabel.len(), 1);
+    assert_no_writes(&world.pass());
+    // The next standby, once Ready, is armed beside the promoted one.
+    set_ready(&mut world, STANDBY_B, true);
+    set_ip(&mut world, STANDBY_B, "10.0.0.10");
+    let plan = world.pass();
+    assert_eq!(
+        plan.slices.iter().map(listed).collect::<Vec<_>>(),
+        vec![(STANDBY_B.to_owned(), LISTED_ARMED)]
+    );
+    // Recovery without draining: the promoted one is deleted and its slice with it.
+    set_ready(&mut world, "web-1", true);
+    let plan = world.pass();
+    assert_eq!(plan.delete.len(), 1);
+    assert_eq!(
+        plan.slices,
+        vec![SliceWrite::Delete {
+            namespace: NS.into(),
+            name: STANDBY_A.into()
+        }]
+    );
+}
+
+#[test]
+fn switching_standbys_off_or_losing_the_service_deletes_the_slice() {
+    let mut world = armed_standby();
+    world.cr.spec.warm_standby = None;
+    let plan = world.pass();
+    assert_eq!(
+        plan.slices,
+        vec![SliceWrite::Delete {
+            namespace: NS.into(),
+            name: STANDBY_A.into()
+        }]
+    );
+    // Another CriticalService's slice is never touched.
+    let mut world = armed_standby();
+    for view in world.slices.values_mut() {
+        for slice in view.standby_slices.values_mut() {
+            slice.critical_service = "someone-else".into();
+        }
+    }
+    world.cr.spec.warm_standby = None;
+    assert!(world.pass().slices.is_empty());
+}
+
+// ---- draining (`spec.drainSeconds`) ----
+
+fn draining(world: &mut World) {
+    world.cr.spec.drain_seconds = Some(2);
+}
+
+#[test]
+fn a_retiring_fallback_leaves_the_selector_first_and_goes_once_drained() {
+    let mut world = World::new();
+    draining(&mut world);
+    world.with_fallback();
+    world.slice_lists(FALLBACK);
+    world.healthy();
+    let plan = world.pass();
+    assert!(plan.delete.is_empty(), "not deleted yet: {:?}", plan.delete);
+    assert_eq!(plan.relabel.len(), 1);
+    let relabel = &plan.relabel[0];
+    assert_eq!(relabel.pod.name, FALLBACK);
+    assert_eq!(relabel.labels.get("app"), Some(&None), "selector removed");
+    assert_eq!(
+        relabel.labels.get(FALLBACK_ROLE_LABEL),
+        Some(&Some(ROLE_RETIRING.to_owned()))
+    );
+    assert_eq!(
+        relabel.annotations.get(RETIRING_SINCE_ANNOTATION),
+        Some(&Some(at(1_000).to_string()))
+    );
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_DRAINING)]);
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(2)));
+    assert_eq!(entry(&plan, "web").state, ServiceState::Healthy);
+
+    // Still listed by the slices: wait, whatever the time.
+    world.now = at(1_010);
+    let plan = world.pass();
+    assert_no_writes(&plan);
+    // Out of the slices, drain time not over: a wake-up for the rest.
+    world.now = at(1_001);
+    world
+        .slices
+        .get_mut(&(NS.into(), "web".into()))
+        .expect("slices")
+        .ready_pods
+        .remove(FALLBACK);
+    let plan = world.pass();
+    assert_no_writes(&plan);
+    assert_eq!(plan.requeue_after, Some(Duration::from_secs(1)));
+    // Drained: deleted.
+    world.now = at(1_002);
+    let plan = world.pass();
+    assert_eq!(
+        plan.delete.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        vec![FALLBACK]
+    );
+}
+
+#[test]
+fn a_draining_fallback_is_selected_again_when_the_service_turns_lame() {
+    let mut world = World::new();
+    draining(&mut world);
+    world.with_fallback();
+    world.healthy();
+    world.pass();
+    set_ready(&mut world, "web-1", false);
+    let plan = world.pass();
+    assert!(plan.create.is_empty() && plan.delete.is_empty(), "{plan:?}");
+    assert_eq!(plan.relabel.len(), 1);
+    let relabel = &plan.relabel[0];
+    assert_eq!(relabel.labels.get("app"), Some(&Some("web".to_owned())));
+    assert_eq!(relabel.labels.get(FALLBACK_ROLE_LABEL), Some(&None));
+    assert_eq!(
+        relabel.annotations.get(RETIRING_SINCE_ANNOTATION),
+        Some(&None)
+    );
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_RESELECTED)]);
+    let web = entry(&plan, "web");
+    assert_eq!(
+        (web.state, web.fallback_pod.as_deref()),
+        (ServiceState::FallbackActive, Some(FALLBACK))
+    );
+    // Selected again, it is the fallback as before: nothing more to write.
+    assert_no_writes(&world.pass());
+}
+
+#[test]
+fn a_promoted_standby_drains_and_leaves_vigils_slice_at_once() {
+    let mut world = armed_standby();
+    draining(&mut world);
+    set_ready(&mut world, "web-1", false);
+    world.pass();
+    set_ready(&mut world, "web-1", true);
+    let plan = world.pass();
+    assert!(plan.delete.is_empty());
+    assert_eq!(plan.relabel.len(), 1);
+    assert_eq!(plan.relabel[0].pod.name, STANDBY_A);
+    assert_eq!(
+        plan.slices,
+        vec![SliceWrite::Delete {
+            namespace: NS.into(),
+            name: STANDBY_A.into()
+        }]
+    );
+    // Drained after 2 s (nothing lists it): deleted.
+    world.now = at(1_002);
+    let plan = world.pass();
+    assert_eq!(
+        plan.delete.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        vec![STANDBY_A]
+    );
 }

@@ -1,0 +1,145 @@
+//! Draining a retiring fallback (`spec.drainSeconds`): a pod that is deleted while kube-proxy
+//! still sends it connections makes those connections fail (its server exits on SIGTERM, and
+//! kube-proxy applies the EndpointSlice change up to its `minSyncPeriod` later). So the pod is
+//! first taken out of its Service's selector (role `retiring`, with the time), and deleted once
+//! the EndpointSlices no longer list it as ready and the drain time has passed. A Service that
+//! turns lame again meanwhile gets the draining pod back, selected again.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{Actions, Observed, pod_ref};
+use crate::critical_service::model::{
+    CRITICAL_SERVICE_LABEL, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL, PodView,
+    RETIRING_SINCE_ANNOTATION, ROLE_ACTIVE, ROLE_RETIRING, Relabel, SERVICE_LABEL, about_pod,
+};
+
+/// The drain time, when the CriticalService asks for draining.
+pub(super) fn configured(inputs: &Inputs<'_>) -> Option<Duration> {
+    inputs
+        .cr
+        .spec
+        .drain_seconds
+        .map(|s| Duration::from_secs(u64::from(s)))
+}
+
+/// Vigil's own labels, which a selector may name but which the pod needs to stay Vigil's.
+const MARKS: [&str; 4] = [
+    MANAGED_BY_LABEL,
+    CRITICAL_SERVICE_LABEL,
+    SERVICE_LABEL,
+    FALLBACK_ROLE_LABEL,
+];
+
+/// Takes `pod` out of its Service's endpoints: one label patch removes the selector's labels,
+/// sets the role `retiring` and records when.
+pub(super) fn start(
+    inputs: &Inputs<'_>,
+    observed: &Observed<'_>,
+    pod: &PodView,
+    why: &str,
+    actions: &mut Actions,
+) {
+    let mut labels: BTreeMap<String, Option<String>> = observed
+        .service
+        .selector
+        .keys()
+        .filter(|k| !MARKS.contains(&k.as_str()))
+        .map(|k| (k.clone(), None))
+        .collect();
+    labels.insert(FALLBACK_ROLE_LABEL.into(), Some(ROLE_RETIRING.into()));
+    let annotations = BTreeMap::from([(
+        RETIRING_SINCE_ANNOTATION.to_owned(),
+        Some(inputs.now.to_string()),
+    )]);
+    actions.relabel.push(Relabel {
+        pod: pod_ref(pod),
+        labels,
+        annotations,
+    });
+    actions.events.push(about_pod(
+        super::REASON_FALLBACK_DRAINING,
+        &pod.namespace,
+        &pod.name,
+        format!(
+            "Took fallback pod {}/{} out of the endpoints of Service {}/{} ({why}); it is deleted once kube-proxy has stopped sending it connections",
+            pod.namespace, pod.name, observed.service.namespace, observed.service.name
+        ),
+    ));
+    if let Some(drain) = configured(inputs) {
+        actions.requeue(drain);
+    }
+}
+
+/// Selects a draining pod again for its lame Service: the selector's labels back, the role it
+/// had (a standby's `active`; none for the fallback), and no drain time.
+pub(super) fn reselect(observed: &Observed<'_>, pod: &PodView, actions: &mut Actions) {
+    let service = observed.service;
+    let mut labels: BTreeMap<String, Option<String>> = service
+        .selector
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect();
+    let was_standby = observed.standby_names.contains(&pod.name);
+    labels.insert(
+        FALLBACK_ROLE_LABEL.into(),
+        was_standby.then(|| ROLE_ACTIVE.to_owned()),
+    );
+    let annotations = BTreeMap::from([(RETIRING_SINCE_ANNOTATION.to_owned(), None)]);
+    actions.relabel.push(Relabel {
+        pod: pod_ref(pod),
+        labels,
+        annotations,
+    });
+    actions.events.push(about_pod(
+        super::REASON_FALLBACK_RESELECTED,
+        &pod.namespace,
+        &pod.name,
+        format!(
+            "Selected draining fallback pod {}/{} again: Service {}/{} has no ready endpoint of its own",
+            pod.namespace, pod.name, service.namespace, service.name
+        ),
+    ));
+}
+
+/// Deletes the draining pods whose drain is over (not `answering`, which was just selected
+/// again): no EndpointSlice lists them as ready any more and the drain time has passed since
+/// they left the selector. Until then, a wake-up for when the time runs out (a slice change
+/// triggers a pass by itself).
+pub(super) fn finish(
+    inputs: &Inputs<'_>,
+    observed: &Observed<'_>,
+    answering: Option<&str>,
+    actions: &mut Actions,
+) {
+    let service = observed.service;
+    let listed = inputs
+        .slices
+        .get(&(service.namespace.clone(), service.name.clone()))
+        .map(|s| &s.ready_pods);
+    let drain = configured(inputs).unwrap_or_default();
+    for pod in &observed.retiring {
+        if Some(pod.name.as_str()) == answering
+            || listed.is_some_and(|ready| ready.contains(&pod.name))
+        {
+            continue;
+        }
+        let elapsed = pod.retiring_since.map_or(drain, |since| {
+            let ms = inputs
+                .now
+                .as_millisecond()
+                .saturating_sub(since.as_millisecond());
+            Duration::from_millis(u64::try_from(ms).unwrap_or(0))
+        });
+        match drain.checked_sub(elapsed).filter(|left| !left.is_zero()) {
+            Some(left) => actions.requeue(left),
+            None => actions.delete_pod(
+                pod,
+                &format!(
+                    "it was drained from Service {}/{}",
+                    service.namespace, service.name
+                ),
+            ),
+        }
+    }
+}
