@@ -19,9 +19,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, PodTemplate, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event as EventV1;
-use kube::CustomResourceExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt as _, watcher};
+use kube::{CustomResourceExt as _, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::oneshot;
 use vigil_apis::CriticalService;
@@ -278,11 +278,12 @@ fn describe(pod: Option<&Pod>) -> String {
     match pod {
         None => "absent".into(),
         Some(p) => format!(
-            "{} uid={} ready={} terminating={}",
+            "{} uid={} ready={} terminating={} labels={:?}",
             p.metadata.name.as_deref().unwrap_or("?"),
             p.metadata.uid.as_deref().unwrap_or("?"),
             is_ready(p),
-            p.metadata.deletion_timestamp.is_some()
+            p.metadata.deletion_timestamp.is_some(),
+            p.metadata.labels.clone().unwrap_or_default()
         ),
     }
 }
@@ -1750,6 +1751,9 @@ async fn the_controllers_requests_are_exactly_its_declared_permissions() {
     let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
     env.make_pod_not_ready("web-0").await.expect("not ready");
     wait_promoted(&env, &cr, "web", &standby).await;
+    // Recovery retires the promoted standby, and deletes its EndpointSlice with it.
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_standby_slice(&env, &first, None).await;
     controller.stop().await;
 
     let granted = permissions::granted(controller::PERMISSIONS)
@@ -2035,5 +2039,208 @@ async fn the_standby_goes_with_its_service_and_its_critical_service() {
         .await
         .expect("delete the CriticalService");
     no_vigil_pods("the standby to go with its CriticalService").await;
+    finish(env, &[&cr]).await;
+}
+
+// ---- Vigil's EndpointSlices of warm standbys, and draining (`spec.drainSeconds`) ----
+
+/// An endpoint's (ready, serving, terminating) conditions.
+type Listed = (Option<bool>, Option<bool>, Option<bool>);
+/// A waiting standby: used by kube-proxy only while the Service has no ready endpoint.
+const ARMED: Listed = (Some(false), Some(true), Some(true));
+const LISTED_READY: Listed = (Some(true), Some(true), Some(false));
+
+/// Waits until Vigil's EndpointSlice for the standby `pod` lists it with `listed` (or, with
+/// `None`, until there is no such slice); returns it.
+async fn wait_standby_slice(
+    env: &TestEnv,
+    pod: &str,
+    listed: Option<Listed>,
+) -> Option<EndpointSlice> {
+    let what = format!("the EndpointSlice of standby {pod} to list it as {listed:?}");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        let slice = env
+            .api::<EndpointSlice>()
+            .get_opt(pod)
+            .await
+            .map_err(|e| e.to_string())?;
+        let seen = slice.as_ref().map(|s| {
+            let c = s
+                .endpoints
+                .first()
+                .and_then(|e| e.conditions.clone())
+                .unwrap_or_default();
+            (c.ready, c.serving, c.terminating)
+        });
+        if seen == listed {
+            Ok(Some(slice))
+        } else {
+            Err(format!("{seen:?}"))
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// A Ready warm standby is listed in an EndpointSlice of Vigil's own as serving and terminating
+/// (what kube-proxy sends traffic to only when no endpoint is ready), labelled for the Service and
+/// owned by the pod; on promotion the same slice lists it as ready; on recovery the slice goes
+/// with the promoted pod, and the next standby is armed. The endpoint controllers leave Vigil's
+/// slices alone throughout.
+#[tokio::test]
+async fn a_waiting_standby_is_armed_in_an_endpoint_slice_of_vigils_own() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "armed");
+    let [first, second] = standby_names("web");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
+    let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
+    let slice = wait_standby_slice(&env, &first, Some(ARMED))
+        .await
+        .expect("a slice");
+    let labels = slice.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get("kubernetes.io/service-name").map(String::as_str),
+        Some("web")
+    );
+    assert_eq!(
+        labels
+            .get("endpointslice.kubernetes.io/managed-by")
+            .map(String::as_str),
+        Some("criticalservice.vigil.dev")
+    );
+    let ip = standby.status.as_ref().and_then(|s| s.pod_ip.clone());
+    assert!(ip.is_some(), "the standby has an IP");
+    assert_eq!(
+        slice.endpoints[0].addresses,
+        ip.into_iter().collect::<Vec<_>>()
+    );
+    let owner = slice.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(
+        owner.iter().map(|o| o.uid.clone()).collect::<Vec<_>>(),
+        vec![standby.metadata.uid.clone().unwrap_or_default()]
+    );
+    let ports: Vec<_> = slice
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone(), p.port))
+        .collect();
+    assert_eq!(ports, vec![(Some("http".to_owned()), Some(80))]);
+
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    wait_standby_slice(&env, &first, Some(LISTED_READY)).await;
+    wait_promoted(&env, &cr, "web", &standby).await;
+    wait_standby_slice(&env, &second, Some(ARMED)).await;
+
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_standby_slice(&env, &first, None).await;
+    wait_standby_waiting(&env, &cr, "web", &second).await;
+    wait_standby_slice(&env, &second, Some(ARMED)).await;
+    finish(env, &[&cr]).await;
+}
+
+/// Creates a CriticalService covering this test's namespace that drains its fallbacks.
+async fn create_cr_draining(env: &TestEnv, name: &str, drain_seconds: u32) {
+    let cr: CriticalService = serde_json::from_value(json!({
+        "apiVersion": "mycrd.com/v1",
+        "kind": "CriticalService",
+        "metadata": {"name": name},
+        "spec": {
+            "namespace": env.namespace(),
+            "matchLabels": [{"key": "critical", "value": "true"}],
+            "drainSeconds": drain_seconds,
+        }
+    }))
+    .expect("critical service");
+    crs(env)
+        .create(&PostParams::default(), &cr)
+        .await
+        .expect("create critical service");
+}
+
+/// Waits until the fallback of `service` is draining: out of the selector, role `retiring`,
+/// not yet deleted, and no longer a ready endpoint.
+async fn wait_draining(env: &TestEnv, service: &str) -> Pod {
+    let name = fallback_name(service);
+    let what = format!("fallback {name} to drain");
+    wait_for(&what, SETTLE_TIMEOUT, || async {
+        let pod = get_pod(env, &name).await?;
+        let endpoints = slice_ready_pods(env, service).await?;
+        match pod {
+            Some(p)
+                if p.metadata.deletion_timestamp.is_none()
+                    && p.labels()
+                        .get("vigil.dev/fallback-role")
+                        .map(String::as_str)
+                        == Some("retiring")
+                    && !p.labels().contains_key("app")
+                    && !endpoints.contains(&name) =>
+            {
+                Ok(Some(p))
+            }
+            p => Err(format!(
+                "pod {}, ready endpoints {endpoints:?}",
+                describe(p.as_ref())
+            )),
+        }
+    })
+    .await
+    .expect(&what)
+}
+
+/// `drainSeconds`: on recovery the fallback leaves the Service's endpoints first and is deleted
+/// only after the drain; an outage during the drain selects the same pod again.
+#[tokio::test]
+async fn a_retiring_fallback_is_drained_before_it_is_deleted() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "drain");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    create_cr_draining(&env, &cr, 300).await;
+    let fallback = wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
+
+    ready_pod(&env, "web-0", "web").await;
+    let draining = wait_draining(&env, "web").await;
+    assert_eq!(draining.metadata.uid, fallback.metadata.uid);
+    wait_event(&env, &cr, "FallbackDraining").await;
+    // Healthy while it drains: the draining pod no longer answers for the Service.
+    wait_status(&env, &cr, "web Healthy, draining", |s| {
+        entries(s) == vec![entry("web", ServiceState::Healthy, false)]
+    })
+    .await;
+    assert!(
+        get_pod(&env, &fallback_name("web"))
+            .await
+            .expect("get")
+            .is_some(),
+        "a 300 s drain keeps the pod"
+    );
+
+    // Lame again while it drains: the same pod answers again.
+    env.make_pod_not_ready("web-0").await.expect("not ready");
+    let back = wait_fallback_answers(&env, "web", SETTLE_TIMEOUT).await;
+    assert_eq!(back.metadata.uid, fallback.metadata.uid, "the same pod");
+    wait_event(&env, &cr, "FallbackReselected").await;
+
+    // A short drain: retired, then deleted.
+    crs(&env)
+        .patch(
+            &cr,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drainSeconds": 1}})),
+        )
+        .await
+        .expect("shorter drain");
+    env.make_pod_ready("web-0").await.expect("ready again");
+    wait_fallback_gone(&env, "web").await;
     finish(env, &[&cr]).await;
 }

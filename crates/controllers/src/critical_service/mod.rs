@@ -68,7 +68,7 @@ pub const PERMISSIONS: &[permissions::Permission] = &[
     permissions::Permission {
         group: "discovery.k8s.io",
         resources: &["endpointslices"],
-        verbs: &["list", "watch", "create", "patch", "delete"],
+        verbs: &["list", "watch", "patch", "delete"],
     },
     permissions::RECORD_EVENTS,
 ];

@@ -36,7 +36,7 @@ pub const RETIRING_SINCE_ANNOTATION: &str = "vigil.dev/retiring-since";
 /// kube-proxy merges every slice of the Service: Vigil's warm standbys are published through
 /// slices of Vigil's own.
 pub const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
-pub const SLICE_MANAGER: &str = "vigil.dev/critical-service";
+pub const SLICE_MANAGER: &str = "criticalservice.vigil.dev";
 /// Hash of what Vigil's EndpointSlice of a standby lists; a different hash means "rewrite it".
 pub const SLICE_HASH_ANNOTATION: &str = "vigil.dev/slice-hash";
 

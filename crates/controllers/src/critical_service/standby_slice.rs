@@ -85,7 +85,10 @@ pub fn standby_slice(
         (SERVICE_NAME_LABEL.to_owned(), service.name.clone()),
         (SLICE_MANAGED_BY_LABEL.to_owned(), SLICE_MANAGER.to_owned()),
         (MANAGED_BY_LABEL.to_owned(), MANAGED_BY_VALUE.to_owned()),
-        (CRITICAL_SERVICE_LABEL.to_owned(), critical_service.to_owned()),
+        (
+            CRITICAL_SERVICE_LABEL.to_owned(),
+            critical_service.to_owned(),
+        ),
         (SERVICE_LABEL.to_owned(), service.name.clone()),
     ]);
     let mut slice = EndpointSlice {
@@ -210,9 +213,14 @@ mod tests {
     #[test]
     fn an_armed_standby_is_serving_and_terminating_and_a_promoted_one_ready() {
         let t = template();
-        let (armed, armed_hash) =
-            standby_slice("cs", &service(), &pod(Some("10.1.0.7")), Some(&t), Listing::Armed)
-                .expect("a slice");
+        let (armed, armed_hash) = standby_slice(
+            "cs",
+            &service(),
+            &pod(Some("10.1.0.7")),
+            Some(&t),
+            Listing::Armed,
+        )
+        .expect("a slice");
         let conditions = armed.endpoints[0].conditions.clone().expect("conditions");
         assert_eq!(
             (conditions.ready, conditions.serving, conditions.terminating),
@@ -227,7 +235,13 @@ mod tests {
             .ports
             .iter()
             .flatten()
-            .map(|p| (p.name.clone().unwrap_or_default(), p.port, p.protocol.clone()))
+            .map(|p| {
+                (
+                    p.name.clone().unwrap_or_default(),
+                    p.port,
+                    p.protocol.clone(),
+                )
+            })
             .collect();
         assert_eq!(
             ports,
@@ -236,9 +250,14 @@ mod tests {
                 ("metrics".into(), Some(9090), Some("TCP".into())),
             ]
         );
-        let (ready, ready_hash) =
-            standby_slice("cs", &service(), &pod(Some("10.1.0.7")), Some(&t), Listing::Ready)
-                .expect("a slice");
+        let (ready, ready_hash) = standby_slice(
+            "cs",
+            &service(),
+            &pod(Some("10.1.0.7")),
+            Some(&t),
+            Listing::Ready,
+        )
+        .expect("a slice");
         let conditions = ready.endpoints[0].conditions.clone().expect("conditions");
         assert_eq!(
             (conditions.ready, conditions.terminating),
@@ -257,23 +276,47 @@ mod tests {
         let mut no_ports = service();
         no_ports.ports.clear();
         assert!(
-            standby_slice("cs", &no_ports, &pod(Some("10.1.0.7")), None, Listing::Armed).is_none()
+            standby_slice(
+                "cs",
+                &no_ports,
+                &pod(Some("10.1.0.7")),
+                None,
+                Listing::Armed
+            )
+            .is_none()
         );
     }
 
     #[test]
     fn a_name_the_template_lacks_maps_to_the_service_port_and_ipv6_is_told_apart() {
-        let (slice, _) =
-            standby_slice("cs", &service(), &pod(Some("fd00::7")), None, Listing::Armed)
-                .expect("a slice");
+        let (slice, _) = standby_slice(
+            "cs",
+            &service(),
+            &pod(Some("fd00::7")),
+            None,
+            Listing::Armed,
+        )
+        .expect("a slice");
         assert_eq!(slice.address_type, "IPv6");
         assert_eq!(slice.ports.expect("ports")[0].port, Some(80));
     }
 
     #[test]
     fn the_hash_is_stable() {
-        let a = standby_slice("cs", &service(), &pod(Some("10.1.0.7")), None, Listing::Armed);
-        let b = standby_slice("cs", &service(), &pod(Some("10.1.0.7")), None, Listing::Armed);
+        let a = standby_slice(
+            "cs",
+            &service(),
+            &pod(Some("10.1.0.7")),
+            None,
+            Listing::Armed,
+        );
+        let b = standby_slice(
+            "cs",
+            &service(),
+            &pod(Some("10.1.0.7")),
+            None,
+            Listing::Armed,
+        );
         assert_eq!(a.map(|(_, h)| h), b.map(|(_, h)| h));
     }
 }

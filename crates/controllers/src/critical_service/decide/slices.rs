@@ -86,9 +86,9 @@ pub(super) fn reconcile(
         }
     }
     for (slice, hash) in wanted {
-        let unchanged = current
-            .clone()
-            .any(|(name, cached)| slice.metadata.name.as_ref() == Some(name) && cached.hash == hash);
+        let unchanged = current.clone().any(|(name, cached)| {
+            slice.metadata.name.as_ref() == Some(name) && cached.hash == hash
+        });
         if !unchanged {
             actions.slices.push(SliceWrite::Apply(Box::new(slice)));
         }

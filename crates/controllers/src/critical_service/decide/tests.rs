@@ -1245,8 +1245,11 @@ fn only_the_owner_keeps_a_standby() {
 
 // ---- Vigil's EndpointSlices of warm standbys ----
 
-/// The conditions (ready, serving, terminating) a slice write lists its one endpoint with.
-fn listed(write: &SliceWrite) -> (String, (Option<bool>, Option<bool>, Option<bool>)) {
+/// An endpoint's conditions: ready, serving, terminating.
+type Conditions = (Option<bool>, Option<bool>, Option<bool>);
+
+/// The slice a write applies and the conditions it lists its one endpoint with.
+fn listed(write: &SliceWrite) -> (String, Conditions) {
     let SliceWrite::Apply(slice) = write else {
         panic!("not an apply: {write:?}");
     };
@@ -1266,8 +1269,8 @@ fn set_ip(world: &mut World, name: &str, ip: &str) {
     pod.ip = Some(ip.into());
 }
 
-const LISTED_ARMED: (Option<bool>, Option<bool>, Option<bool>) = (Some(false), Some(true), Some(true));
-const LISTED_READY: (Option<bool>, Option<bool>, Option<bool>) = (Some(true), Some(true), Some(false));
+const LISTED_ARMED: Conditions = (Some(false), Some(true), Some(true));
+const LISTED_READY: Conditions = (Some(true), Some(true), Some(false));
 
 /// A healthy `web` whose Ready standby has an IP and is listed, armed, in Vigil's slice.
 fn armed_standby() -> World {
@@ -1401,7 +1404,10 @@ fn a_retiring_fallback_leaves_the_selector_first_and_goes_once_drained() {
     world.now = at(1_002);
     let plan = world.pass();
     assert_eq!(
-        plan.delete.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        plan.delete
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
         vec![FALLBACK]
     );
 }
@@ -1456,7 +1462,10 @@ fn a_promoted_standby_drains_and_leaves_vigils_slice_at_once() {
     world.now = at(1_002);
     let plan = world.pass();
     assert_eq!(
-        plan.delete.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
+        plan.delete
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
         vec![STANDBY_A]
     );
 }
