@@ -1,14 +1,13 @@
 //! CI stage 3 (the real node of `../shared/kube/node-up.sh`): CriticalService judged by its
-//! clients. Runs `vigil-bench critical-service-clients --verify` once per case with Vigil and with
-//! Vigil keeping a warm standby, and fails on outcomes, never on durations: the fallback answered
-//! the Service's traffic (the web image names the pod that answered; Vigil's pods carry the
-//! fallback prefix) — in (c) before the real pod came, with the standby in every case — and
-//! every run settled (the real pod back, Vigil's fallbacks retired). "No request lost in (c) and
-//! (d)" is `--verify-lossless`, left out here: the first measurements lost 1-2 requests in (c)
-//! and some in (d) (see docs/critical-service.md), and a test that always fails guards nothing.
-//! Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh
-//! exports it). Needs the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds
-//! both) or at `$VIGIL_BIN`. Takes about 1.5 minutes: 8 runs of 5-12 s each, plus setup.
+//! clients. Runs `vigil-bench critical-service-clients --verify --verify-lossless` once per case
+//! with Vigil (the article's CriticalService) and with Vigil keeping a warm standby and draining
+//! its fallbacks, and fails on outcomes, never on durations: the fallback answered the Service's
+//! traffic (the web image names the pod that answered; Vigil's pods carry the fallback prefix) —
+//! in (c) before the real pod came, with the standby in every case — every run settled (the real
+//! pod back, Vigil's fallbacks retired), and with the standby and draining no request was lost in
+//! (c) and (d). Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
+//! the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds both) or at
+//! `$VIGIL_BIN`. Takes about 1.5 minutes: 8 runs of 5-12 s each, plus setup.
 
 use std::process::Command;
 
@@ -26,6 +25,7 @@ fn the_fallback_answers_the_services_clients() {
             "--runs",
             "1",
             "--verify",
+            "--verify-lossless",
         ])
         .output()
         .expect("running vigil-bench");

@@ -123,6 +123,7 @@ impl<K: Clone + Send + 'static> Feed<K> {
     fn drive(
         runtime: &Runtime,
         kind: String,
+        optional: bool,
         events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     ) -> Self {
         let (synced_tx, synced) = watch::channel(false);
@@ -142,6 +143,12 @@ impl<K: Clone + Send + 'static> Feed<K> {
                 };
                 match event {
                     None => return,
+                    // An optional kind the API does not serve: synced, and empty until it is.
+                    Some(Err(error)) if optional && is_not_served(&error) => {
+                        if !synced_tx.send_replace(true) {
+                            tracing::info!(%kind, "kind not served (CRD not installed?): its cache stays empty until it is");
+                        }
+                    }
                     // The shared watch logs and backs off; a cache only notes it.
                     Some(Err(error)) => tracing::debug!(%kind, %error, "cache watch error"),
                     Some(Ok(event)) => {
@@ -164,6 +171,11 @@ impl<K: Clone + Send + 'static> Feed<K> {
         });
         feed
     }
+}
+
+/// Whether a watch error says the API does not serve the kind (its list answered 404).
+fn is_not_served(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 404)
 }
 
 /// Sends `obj` to every live subscriber, waiting for room (lossless), and forgets the gone.
@@ -320,6 +332,7 @@ pub struct CacheBuilder<K> {
     config: watcher::Config,
     slim: fn(&mut K),
     keys: KeysOf<K>,
+    optional: bool,
 }
 
 impl Runtime {
@@ -335,6 +348,7 @@ impl Runtime {
             config: watcher::Config::default(),
             slim: |_| {},
             keys: |_| Vec::new(),
+            optional: false,
         }
     }
 }
@@ -358,6 +372,14 @@ impl<K: Cached> CacheBuilder<K> {
         self
     }
 
+    /// For a kind the API may not serve (a CRD not installed yet): while its list answers 404,
+    /// the cache counts as synced and empty instead of never syncing. Its watch keeps retrying
+    /// with backoff, so installing the CRD later fills it.
+    pub fn optional(mut self) -> Self {
+        self.optional = true;
+        self
+    }
+
     /// Starts the cache (its watch starts now) and returns it.
     pub fn build(self) -> Cache<K> {
         let (store, writer) = reflector::store();
@@ -366,6 +388,7 @@ impl<K: Cached> CacheBuilder<K> {
         let feed = Feed::drive(
             &self.runtime,
             K::kind(&()).into_owned(),
+            self.optional,
             reflector::reflector(writer, events),
         );
         Cache { store, index, feed }
@@ -379,7 +402,12 @@ impl<K: Cached> CacheBuilder<K> {
         let events = self
             .events(&index)
             .inspect_ok(move |event| filled.apply(event, entry));
-        let feed = Feed::drive(&self.runtime, K::kind(&()).into_owned(), events);
+        let feed = Feed::drive(
+            &self.runtime,
+            K::kind(&()).into_owned(),
+            self.optional,
+            events,
+        );
         CompactCache { store, index, feed }
     }
 

@@ -1,4 +1,4 @@
-//! The wiring: the vault's parts on a Manager's runtime, its metrics, the cache watches, the
+//! The wiring: the vault's parts on a Manager's runtime, its metrics, the caches' triggers, the
 //! capture workers, the backend checks and the supervisor.
 
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use super::kinds::Kinds;
 use super::model::Settings;
 use super::queue::CaptureQueue;
 use super::restore::{Restorer, StatusRestorer};
-use super::scope::{Scope, ScopeWriters, watch_namespaces, watch_policies};
+use super::scope::{Scope, watch_scope};
 use super::supervisor::{Supervisor, check_backends};
 pub use super::{COVERED_STATUS_VERBS, COVERED_VERBS, PERMISSIONS, covered_kind_permissions};
 
@@ -28,7 +28,6 @@ const WORKERS: usize = 64;
 /// [`StatusRestorer`] to the controllers that need it, then [`StatusVault::run_on`] it.
 pub struct StatusVault {
     capture: Arc<Capture>,
-    writers: ScopeWriters,
     /// Notified by what the vault reacts to at once: a policy or namespace event, a kind's
     /// first list, a backend failing or answering again.
     changed: Arc<Notify>,
@@ -39,7 +38,7 @@ impl StatusVault {
     /// [`StatusVault::run_on`] on the same runtime.
     pub fn on(runtime: &Runtime, settings: Settings) -> Self {
         let changed = Arc::new(Notify::new());
-        let (scope, writers) = Scope::new(runtime, settings);
+        let scope = Scope::new(runtime, settings);
         let backends = Arc::new(Backends::new(changed.clone()));
         let queue = Arc::new(CaptureQueue::default());
         let leadership = runtime.leadership();
@@ -64,11 +63,7 @@ impl StatusVault {
             written: Counter::default(),
             capture_lag: Capture::capture_lag_histogram(),
         });
-        Self {
-            capture,
-            writers,
-            changed,
-        }
+        Self { capture, changed }
     }
 
     /// Calls `on_saved` after each successful save (a benchmark's probe); before it runs.
@@ -89,22 +84,12 @@ impl StatusVault {
     /// Runs until `runtime` shuts down, with its metrics; ready on `/readyz` once the policies
     /// and namespaces are loaded. `runtime` is the one the vault was made [`on`](Self::on).
     pub async fn run_on(self, runtime: Runtime) {
-        let Self {
-            capture,
-            writers,
-            changed,
-        } = self;
+        let Self { capture, changed } = self;
         let pending = register_metrics(&runtime, &capture);
-        let (watches, scope) = (&capture.watches, &capture.scope);
-        let mut tasks = vec![
-            tokio::spawn(watch_policies(
-                watches.clone(),
-                scope.clone(),
-                writers.policies,
-                changed.clone(),
-            )),
-            tokio::spawn(watch_namespaces(scope.clone(), changed.clone())),
-        ];
+        let mut tasks = vec![tokio::spawn(watch_scope(
+            capture.scope.clone(),
+            changed.clone(),
+        ))];
         for _ in 0..WORKERS {
             tasks.push(tokio::spawn(capture::capture_worker(capture.clone())));
         }

@@ -1,22 +1,19 @@
-//! What the status vault covers: the StatusBackupPolicy cache (fed by [`watch_policies`]) and the
-//! runtime's Namespace cache, read the way the pure decisions take them (policy views, namespace
-//! labels), and the backends an object's records go to.
+//! What the status vault covers: the runtime's StatusBackupPolicy and Namespace caches, read the
+//! way the pure decisions take them (policy views, namespace labels), and the backends an
+//! object's records go to.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::ResourceExt as _;
-use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::Notify;
 use vigil_apis::StatusBackupPolicy;
 use vigil_apis::status_backup_policy::{ResourceKind, RestoreMode};
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::{Cache, Source as _};
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::cache::{Cache, Source};
 
 use super::decide;
 use super::model::{BackendRef, ObjectView, PolicyView, Settings};
@@ -24,32 +21,26 @@ use super::model::{BackendRef, ObjectView, PolicyView, Settings};
 /// The policies and namespaces as the caches hold them, and the operator's settings.
 pub struct Scope {
     settings: Settings,
-    policies: Store<StatusBackupPolicy>,
+    /// Optional: without the StatusBackupPolicy CRD the vault is idle, not stuck unsynced.
+    policies: Cache<StatusBackupPolicy>,
     /// Namespaces, for their labels (`namespaceSelector`).
     namespaces: Cache<Namespace>,
-    policies_synced: AtomicBool,
-}
-
-/// The writer that fills a [`Scope`]'s policy cache (fed by [`watch_policies`]).
-pub struct ScopeWriters {
-    pub policies: Writer<StatusBackupPolicy>,
 }
 
 impl Scope {
-    /// The scope on `runtime`: its namespace cache starts now.
-    pub fn new(runtime: &Runtime, settings: Settings) -> (Arc<Self>, ScopeWriters) {
-        let (policies, policy_writer) = reflector::store();
+    /// The scope on `runtime`: its caches start now.
+    pub fn new(runtime: &Runtime, settings: Settings) -> Arc<Self> {
+        let policies = runtime
+            .cache::<StatusBackupPolicy>()
+            .slim(slim_policy)
+            .optional()
+            .build();
         let namespaces = runtime.cache::<Namespace>().slim(slim_namespace).build();
-        let scope = Self {
+        Arc::new(Self {
             settings,
             policies,
             namespaces,
-            policies_synced: AtomicBool::new(false),
-        };
-        let writers = ScopeWriters {
-            policies: policy_writer,
-        };
-        (Arc::new(scope), writers)
+        })
     }
 
     pub fn settings(&self) -> &Settings {
@@ -67,11 +58,7 @@ impl Scope {
     }
 
     pub fn policies_synced(&self) -> bool {
-        self.policies_synced.load(Ordering::Acquire)
-    }
-
-    pub fn set_policies_synced(&self) {
-        self.policies_synced.store(true, Ordering::Release);
+        self.policies.synced().is_synced()
     }
 
     /// Both caches listed: the policies and namespaces decisions read are complete.
@@ -124,44 +111,21 @@ fn view(policy: &StatusBackupPolicy) -> PolicyView {
     }
 }
 
-/// Fills the policy cache; the controller looks again on each event.
-pub async fn watch_policies(
-    watches: SharedWatches,
-    scope: Arc<Scope>,
-    writer: reflector::store::Writer<StatusBackupPolicy>,
-    changed: Arc<Notify>,
-) {
-    let stream = reflector::reflector(
-        writer,
-        watches.watch::<StatusBackupPolicy>(None, &watcher::Config::default()),
+/// The supervisor looks again on each policy and namespace event (labels, for
+/// `namespaceSelector`), and once both caches have synced.
+pub async fn watch_scope(scope: Arc<Scope>, changed: Arc<Notify>) {
+    tokio::join!(
+        watch_cache(&scope.policies, &changed),
+        watch_cache(&scope.namespaces, &changed)
     );
-    futures::pin_mut!(stream);
-    let mut told = false;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::InitDone) => scope.set_policies_synced(),
-            // The CRD is not installed: no policy, nothing to do (the list is retried with
-            // backoff, so installing the CRD later just works).
-            Err(watcher::Error::InitialListFailed(kube::Error::Api(s))) if s.code == 404 => {
-                if !told {
-                    tracing::info!("no StatusBackupPolicy CRD installed: the status vault is idle");
-                    told = true;
-                }
-                scope.set_policies_synced();
-            }
-            _ => {}
-        }
-        changed.notify_one();
-    }
 }
 
-/// The supervisor looks again on each namespace event (labels, for `namespaceSelector`) and
-/// once the namespace cache has synced.
-pub async fn watch_namespaces(scope: Arc<Scope>, changed: Arc<Notify>) {
-    let mut events = scope.namespaces.subscribe();
+/// Notifies `changed` on each object `cache` touches and once it has synced.
+async fn watch_cache<K>(cache: &impl Source<K>, changed: &Notify) {
+    let mut events = cache.subscribe();
     // Side by side: the cache waits for its subscribers, so events are read while it syncs.
     let synced = async {
-        if scope.namespaces.synced().wait().await {
+        if cache.synced().wait().await {
             changed.notify_one();
         }
     };
@@ -171,6 +135,11 @@ pub async fn watch_namespaces(scope: Arc<Scope>, changed: Arc<Notify>) {
         }
     };
     tokio::join!(synced, touched);
+}
+
+/// The policy cache keeps spec and status, without managed fields.
+fn slim_policy(policy: &mut StatusBackupPolicy) {
+    policy.metadata.managed_fields = None;
 }
 
 /// The namespace cache keeps what the selectors read: metadata, without managed fields.

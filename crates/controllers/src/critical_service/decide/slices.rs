@@ -8,6 +8,9 @@ use super::{Actions, Observed, usable_template};
 use crate::critical_service::model::{Inputs, PodView, SliceWrite};
 use crate::critical_service::standby_slice::{Listing, standby_slice};
 
+/// When the change a slice's content reflects happened.
+const TRIGGER_TIME_ANNOTATION: &str = "endpoints.kubernetes.io/last-change-trigger-time";
+
 /// The standbys a Service's slices should list.
 pub(super) struct Listed<'a> {
     pods: Vec<(&'a PodView, Listing)>,
@@ -85,11 +88,18 @@ pub(super) fn reconcile(
             });
         }
     }
-    for (slice, hash) in wanted {
+    for (mut slice, hash) in wanted {
         let unchanged = current.clone().any(|(name, cached)| {
             slice.metadata.name.as_ref() == Some(name) && cached.hash == hash
         });
         if !unchanged {
+            // What the EndpointSlice controller stamps too: kube-proxy measures its network
+            // programming latency from it (outside the hash: it changes with every write).
+            slice
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(TRIGGER_TIME_ANNOTATION.into(), inputs.now.to_string());
             actions.slices.push(SliceWrite::Apply(Box::new(slice)));
         }
     }
