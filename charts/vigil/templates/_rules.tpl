@@ -27,7 +27,6 @@ enabled controllers.
   resources:
   - endpointslices
   verbs:
-  - create
   - delete
   - list
   - patch
@@ -219,10 +218,10 @@ enabled controllers.
 {{- end }}
 {{- define "vigil.controllers" -}}
 {{- $enabled := list }}
-{{- if .Values.criticalService.enabled }}{{ $enabled = append $enabled "criticalservice" }}{{ end }}
-{{- if .Values.configMapSync.enabled }}{{ $enabled = append $enabled "configmapsync" }}{{ end }}
-{{- if .Values.statusVault.enabled }}{{ $enabled = append $enabled "statusvault" }}{{ end }}
-{{- if .Values.kubernetesCluster.enabled }}{{ $enabled = append $enabled "kubernetescluster" }}{{ end }}
-{{- if .Values.kafkaTopic.enabled }}{{ $enabled = append $enabled "kafkatopic" }}{{ end }}
+{{- $v0 := index .Values "criticalService" | default dict }}{{- if hasKey $v0 "enabled" | ternary (get $v0 "enabled") true }}{{- $enabled = append $enabled "criticalservice" }}{{ end }}
+{{- $v1 := index .Values "configMapSync" | default dict }}{{- if hasKey $v1 "enabled" | ternary (get $v1 "enabled") true }}{{- $enabled = append $enabled "configmapsync" }}{{ end }}
+{{- $v2 := index .Values "statusVault" | default dict }}{{- if hasKey $v2 "enabled" | ternary (get $v2 "enabled") true }}{{- $enabled = append $enabled "statusvault" }}{{ end }}
+{{- $v3 := index .Values "kubernetesCluster" | default dict }}{{- if hasKey $v3 "enabled" | ternary (get $v3 "enabled") true }}{{- $enabled = append $enabled "kubernetescluster" }}{{ end }}
+{{- $v4 := index .Values "kafkaTopic" | default dict }}{{- if hasKey $v4 "enabled" | ternary (get $v4 "enabled") true }}{{- $enabled = append $enabled "kafkatopic" }}{{ end }}
 {{- join "," $enabled }}
 {{- end }}

@@ -138,6 +138,49 @@ fn lint_strict_passes() {
     );
 }
 
+/// The generated list of enabled controllers, rendered by the real Helm in a throwaway chart
+/// around the generated `_rules.tpl`: a controller without a values block (a new one), or with
+/// a block but no `enabled`, is enabled; `enabled: false` disables it. So adding a controller
+/// needs no values block for it to be installed.
+#[test]
+fn a_controller_without_values_is_enabled_and_enabled_false_disables_it() {
+    let Some(helm) = helm() else { return };
+    let dir = std::env::temp_dir().join(format!("vigil-chart-controllers-{}", std::process::id()));
+    let templates = dir.join("templates");
+    std::fs::create_dir_all(&templates).expect("temp chart");
+    std::fs::write(
+        dir.join("Chart.yaml"),
+        "apiVersion: v2\nname: probe\nversion: 0.1.0\n",
+    )
+    .expect("Chart.yaml");
+    // criticalService: no block at all; configMapSync: a block without `enabled`;
+    // statusVault: disabled; the others enabled as in the real chart.
+    std::fs::write(
+        dir.join("values.yaml"),
+        "configMapSync:\n  secrets: false\nstatusVault:\n  enabled: false\n\
+         kubernetesCluster:\n  enabled: true\nkafkaTopic:\n  enabled: true\n",
+    )
+    .expect("values.yaml");
+    std::fs::copy(
+        chart_dir().join("templates/_rules.tpl"),
+        templates.join("_rules.tpl"),
+    )
+    .expect("the generated rules");
+    std::fs::write(
+        templates.join("out.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  controllers: {{ include \"vigil.controllers\" . | quote }}\n",
+    )
+    .expect("out.yaml");
+    let out = run(&helm, &["template", "p", dir.to_str().expect("utf-8 path")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rendered = documents(&text(&out.stdout));
+    assert_eq!(
+        rendered[0]["data"]["controllers"],
+        json!("criticalservice,configmapsync,kubernetescluster,kafkatopic")
+    );
+}
+
 #[test]
 fn the_default_rendering_is_what_vigil_manifests_prints() {
     let Some(helm) = helm() else { return };

@@ -293,12 +293,17 @@ fn rules_template() -> anyhow::Result<String> {
             yaml.trim_end()
         ));
     }
-    // The enabled controllers, from the values' `<chartKey>.enabled`, in the registry's order.
+    // The enabled controllers, from the values' `<chartKey>.enabled`, in the registry's order. A
+    // controller whose values have no such block (or no `enabled` in it) is enabled: a new
+    // controller needs no values to be installed.
     out.push_str("{{- define \"vigil.controllers\" -}}\n{{- $enabled := list }}\n");
-    for controller in registry::CONTROLLERS {
+    for (i, controller) in registry::CONTROLLERS.iter().enumerate() {
         out.push_str(&format!(
-            "{{{{- if .Values.{}.enabled }}}}{{{{ $enabled = append $enabled \"{}\" }}}}{{{{ end }}}}\n",
-            controller.chart_key, controller.name
+            "{{{{- $v{i} := index .Values \"{key}\" | default dict }}}}\
+             {{{{- if hasKey $v{i} \"enabled\" | ternary (get $v{i} \"enabled\") true }}}}\
+             {{{{- $enabled = append $enabled \"{name}\" }}}}{{{{ end }}}}\n",
+            key = controller.chart_key,
+            name = controller.name
         ));
     }
     out.push_str("{{- join \",\" $enabled }}\n{{- end }}\n");
