@@ -15,17 +15,21 @@ use kube::{Resource as _, ResourceExt as _};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::Histogram;
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use vigil_apis::status_backup_policy::ResourceKind;
+use vigil_runtime::Runtime;
 use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::leader::Leadership;
 use vigil_runtime::shared::SharedWatches;
 use vigil_vault::{Record, Saved};
 
+use super::NAME;
 use super::backends::Backends;
 use super::decide::{self, RestoreStep};
 use super::kinds::{Kinds, Name};
-use super::model::{BackendRef, ObjectView, PolicyView, RESTORE_DONE, RESTORE_STATUS_ANNOTATION};
+use super::model::{
+    BackendRef, ObjectView, PolicyView, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, Settings,
+};
 use super::queue::CaptureQueue;
 use super::restore::{self, Restorer};
 use super::scope::Scope;
@@ -67,8 +71,35 @@ pub struct Capture {
 }
 
 impl Capture {
-    pub fn capture_lag_histogram() -> Histogram {
-        Histogram::new(CAPTURE_LAG_BUCKETS)
+    /// The vault's parts on `runtime`'s client, watches, leadership and Event recorder: its
+    /// scope (caches starting now), backends, queue and restorer. `changed` is notified by what
+    /// the supervisor reacts to at once.
+    pub fn on(runtime: &Runtime, settings: Settings, changed: &Arc<Notify>) -> Self {
+        let scope = Scope::new(runtime, settings);
+        let backends = Arc::new(Backends::new(changed.clone()));
+        let queue = Arc::new(CaptureQueue::default());
+        let leadership = runtime.leadership();
+        let restorer = Arc::new(Restorer::new(
+            runtime.client().clone(),
+            scope.clone(),
+            backends.clone(),
+            queue.clone(),
+            runtime.recorder().clone(),
+            leadership.clone(),
+            runtime.field_manager(NAME),
+        ));
+        Self {
+            watches: runtime.watches().clone(),
+            scope,
+            kinds: Arc::new(Kinds::new(changed.clone())),
+            backends,
+            queue,
+            restorer,
+            leadership,
+            on_saved: std::sync::OnceLock::new(),
+            written: Counter::default(),
+            capture_lag: Histogram::new(CAPTURE_LAG_BUCKETS),
+        }
     }
 
     fn saved(&self, record: &Record, saved: Saved) {

@@ -2,27 +2,23 @@
 //! capture workers, the backend checks and the supervisor.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::Notify;
 use vigil_runtime::Runtime;
 
-use super::NAME;
-use super::backends::Backends;
 pub use super::capture::SavedHook;
 use super::capture::{self, Capture};
-use super::kinds::Kinds;
 use super::model::Settings;
-use super::queue::CaptureQueue;
-use super::restore::{Restorer, StatusRestorer};
-use super::scope::{Scope, watch_scope};
+use super::restore::StatusRestorer;
+use super::scope::watch_scope;
 use super::supervisor::{Supervisor, check_backends};
 pub use super::{COVERED_STATUS_VERBS, COVERED_VERBS, PERMISSIONS, covered_kind_permissions};
 
 /// Capture workers: records of different objects are written this many at a time.
 const WORKERS: usize = 64;
+/// How long queued captures may take to reach their backend at shutdown.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
 
 /// The status vault: build it ([`StatusVault::on`] a Manager's runtime), hand its
 /// [`StatusRestorer`] to the controllers that need it, then [`StatusVault::run_on`] it.
@@ -38,31 +34,7 @@ impl StatusVault {
     /// [`StatusVault::run_on`] on the same runtime.
     pub fn on(runtime: &Runtime, settings: Settings) -> Self {
         let changed = Arc::new(Notify::new());
-        let scope = Scope::new(runtime, settings);
-        let backends = Arc::new(Backends::new(changed.clone()));
-        let queue = Arc::new(CaptureQueue::default());
-        let leadership = runtime.leadership();
-        let restorer = Arc::new(Restorer::new(
-            runtime.client().clone(),
-            scope.clone(),
-            backends.clone(),
-            queue.clone(),
-            runtime.recorder().clone(),
-            leadership.clone(),
-            runtime.field_manager(NAME),
-        ));
-        let capture = Arc::new(Capture {
-            watches: runtime.watches().clone(),
-            scope,
-            kinds: Arc::new(Kinds::new(changed.clone())),
-            backends,
-            queue,
-            restorer,
-            leadership,
-            on_saved: std::sync::OnceLock::new(),
-            written: Counter::default(),
-            capture_lag: Capture::capture_lag_histogram(),
-        });
+        let capture = Arc::new(Capture::on(runtime, settings, &changed));
         Self { capture, changed }
     }
 
@@ -85,11 +57,9 @@ impl StatusVault {
     /// and namespaces are loaded. `runtime` is the one the vault was made [`on`](Self::on).
     pub async fn run_on(self, runtime: Runtime) {
         let Self { capture, changed } = self;
-        let pending = register_metrics(&runtime, &capture);
-        let mut tasks = vec![tokio::spawn(watch_scope(
-            capture.scope.clone(),
-            changed.clone(),
-        ))];
+        let pending = super::metrics::register(&runtime, &capture);
+        let scope = capture.scope.clone();
+        let mut tasks = vec![tokio::spawn(watch_scope(scope, changed.clone()))];
         for _ in 0..WORKERS {
             tasks.push(tokio::spawn(capture::capture_worker(capture.clone())));
         }
@@ -97,36 +67,9 @@ impl StatusVault {
         let kind_watches = Supervisor::new(runtime.clone(), capture.clone())
             .run(changed, pending)
             .await;
-        // Give queued captures a moment to reach their backend before going away; what does not
-        // make it is captured again by the next leader's initial list.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while capture.queue.pending_for_all() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        capture.queue.drain(SHUTDOWN_DRAIN).await;
         for task in kind_watches.into_iter().chain(tasks) {
             task.abort();
         }
     }
-}
-
-/// Registers the vault's metrics; returns the pending captures' gauge the supervisor sets.
-fn register_metrics(runtime: &Runtime, capture: &Capture) -> Gauge<i64> {
-    let registry = runtime.metrics();
-    registry.register(
-        "vigil_status_vault_records_written",
-        "Status records written to the vault's backends",
-        capture.written.clone(),
-    );
-    registry.register(
-        "vigil_status_vault_capture_lag_seconds",
-        "From a status change's watch event to its record being durable in the backend",
-        capture.capture_lag.clone(),
-    );
-    let pending = Gauge::<i64>::default();
-    registry.register(
-        "vigil_status_vault_pending_captures",
-        "Status records waiting for their backend",
-        pending.clone(),
-    );
-    pending
 }

@@ -5,13 +5,14 @@
 //! supervisor over policies, one watch per covered kind, and capture workers.
 //!
 //! Modules depend one way, from the pure to the running: [`model`] and [`decide`] (no I/O);
-//! the state each part owns — [`scope`] (policies, namespaces, and the watches that fill
-//! them), [`kinds`] (watched objects), [`backends`] (open vaults and their health), [`queue`]
+//! the state each part owns — [`scope`] (the policy and namespace caches), [`kinds`] (watched
+//! objects), [`backends`] (open vaults and their health), [`queue`]
 //! (captures waiting for a backend); [`discovery`] (a kind's resource); [`restore`] (reads the
 //! vault, writes a status back); [`capture`] (kind watches and capture workers, handing empty
 //! objects to the restore); [`supervisor`] (runs the kind watches as policies change, writes
-//! the policies' status, checks the backends); [`controller`] (the wiring); [`registration`] (its
-//! entry in the registry: flags, CRD, permissions, how it is added).
+//! the policies' status, checks the backends); `metrics` (its metrics); [`controller`] (the
+//! wiring); [`registration`] (its entry in the registry: flags, CRD, permissions, how it is
+//! added).
 
 pub mod backends;
 pub mod capture;
@@ -19,6 +20,7 @@ pub mod controller;
 pub mod decide;
 pub mod discovery;
 pub mod kinds;
+mod metrics;
 pub mod model;
 pub mod queue;
 pub mod registration;

@@ -134,6 +134,15 @@ impl CaptureQueue {
         self.lock().pending.values().map(VecDeque::len).sum()
     }
 
+    /// Waits, at most `within`, for the queued records to reach their backends (at shutdown:
+    /// what does not make it is captured again by the next leader's initial list).
+    pub async fn drain(&self, within: std::time::Duration) {
+        let deadline = std::time::Instant::now() + within;
+        while self.pending_for_all() > 0 && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// Whether records of an object still wait for any backend (a restore must wait for them:
     /// the vault does not hold the object's last state yet).
     pub fn has_pending(&self, object: &ObjectKey) -> bool {
