@@ -489,15 +489,20 @@ fn answer(
     }
 }
 
+/// The labels a merge patch sets so that `service` selects the pod: its selector's.
+fn selected_by(service: &ServiceView) -> BTreeMap<String, Option<String>> {
+    service
+        .selector
+        .iter()
+        .map(|(k, v)| (k.clone(), Some(v.clone())))
+        .collect()
+}
+
 /// Makes a warm standby an endpoint of its lame Service: one label patch adds the Service's
 /// selector (and the active role), so the Service selects a pod that is already running.
 fn promote(observed: &Observed<'_>, standby: &PodView, actions: &mut Actions) {
     let service = observed.service;
-    let mut labels: BTreeMap<String, Option<String>> = service
-        .selector
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
+    let mut labels = selected_by(service);
     labels.insert(FALLBACK_ROLE_LABEL.into(), Some(ROLE_ACTIVE.into()));
     actions.relabel.push(Relabel {
         pod: pod_ref(standby),

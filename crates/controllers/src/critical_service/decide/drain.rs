@@ -75,11 +75,7 @@ pub(super) fn start(
 /// had (a standby's `active`; none for the fallback), and no drain time.
 pub(super) fn reselect(observed: &Observed<'_>, pod: &PodView, actions: &mut Actions) {
     let service = observed.service;
-    let mut labels: BTreeMap<String, Option<String>> = service
-        .selector
-        .iter()
-        .map(|(k, v)| (k.clone(), Some(v.clone())))
-        .collect();
+    let mut labels = super::selected_by(service);
     let was_standby = observed.standby_names.contains(&pod.name);
     labels.insert(
         FALLBACK_ROLE_LABEL.into(),
