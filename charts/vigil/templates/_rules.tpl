@@ -27,6 +27,7 @@ enabled controllers.
   resources:
   - endpointslices
   verbs:
+  - create
   - delete
   - list
   - patch
@@ -141,6 +142,7 @@ enabled controllers.
   resources:
   - secrets
   verbs:
+  - create
   - list
   - patch
   - watch

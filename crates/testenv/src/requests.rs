@@ -42,16 +42,28 @@ impl std::fmt::Display for RbacAttributes {
     }
 }
 
-/// Every request a recording client sent: method and URI (path and query).
+/// Every request a recording client sent: method and URI (path and query), and whether it was
+/// a server-side apply.
 #[derive(Clone, Debug, Default)]
-pub struct RequestLog(Arc<Mutex<Vec<(String, String)>>>);
+pub struct RequestLog(Arc<Mutex<Vec<Recorded>>>);
+
+#[derive(Clone, Debug)]
+struct Recorded {
+    method: String,
+    uri: String,
+    apply: bool,
+}
 
 impl RequestLog {
-    fn push(&self, method: &str, uri: &str) {
+    fn push(&self, method: &str, uri: &str, apply: bool) {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((method.to_owned(), uri.to_owned()));
+            .push(Recorded {
+                method: method.to_owned(),
+                uri: uri.to_owned(),
+                apply,
+            });
     }
 
     /// The requests so far, in order: (method, URI).
@@ -59,15 +71,32 @@ impl RequestLog {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .iter()
+            .map(|r| (r.method.clone(), r.uri.clone()))
+            .collect()
     }
 
     /// The RBAC attributes of the resource requests so far (discovery and other non-resource
-    /// URLs are left out: every authenticated user may read them).
+    /// URLs are left out: every authenticated user may read them). A server-side apply needs
+    /// `create` as well as `patch`: kube-apiserver authorizes `create` too when the object does
+    /// not exist yet (checked on kube-apiserver 1.28: an apply with `patch` alone is refused
+    /// "cannot create resource"), and a controller's first apply creates.
     pub fn rbac_attributes(&self) -> BTreeSet<RbacAttributes> {
-        self.requests()
+        let recorded = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        recorded
             .iter()
-            .filter_map(|(method, uri)| rbac_attributes(method, uri))
+            .filter_map(|r| Some((rbac_attributes(&r.method, &r.uri)?, r.apply)))
+            .flat_map(|(attributes, apply)| {
+                let create = apply.then(|| RbacAttributes {
+                    verb: "create".into(),
+                    ..attributes.clone()
+                });
+                std::iter::once(attributes).chain(create)
+            })
             .collect()
     }
 
@@ -108,7 +137,12 @@ pub fn recording_client(config: kube::Config) -> Result<(Client, RequestLog), ku
                 .uri()
                 .path_and_query()
                 .map_or_else(|| request.uri().path().to_owned(), ToString::to_string);
-            recorder.push(request.method().as_str(), &uri);
+            let apply = request
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/apply-patch"));
+            recorder.push(request.method().as_str(), &uri, apply);
             request
         });
     let client = kube::client::ClientBuilder::try_from(config)?
@@ -239,11 +273,35 @@ mod tests {
     }
 
     #[test]
+    fn a_server_side_apply_needs_create_as_well_as_patch() {
+        let log = RequestLog::default();
+        log.push(
+            "PATCH",
+            "/apis/discovery.k8s.io/v1/namespaces/a/endpointslices/s?fieldManager=m&force=true",
+            true,
+        );
+        log.push("PATCH", "/api/v1/namespaces/a/pods/p", false);
+        let shown: Vec<String> = log
+            .rbac_attributes()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                "patch core/pods",
+                "create discovery.k8s.io/endpointslices",
+                "patch discovery.k8s.io/endpointslices",
+            ]
+        );
+    }
+
+    #[test]
     fn exactly_means_nothing_missing_and_nothing_unused() {
         let log = RequestLog::default();
-        log.push("GET", "/api/v1/pods?watch=true");
-        log.push("POST", "/api/v1/namespaces/a/pods");
-        log.push("GET", "/apis");
+        log.push("GET", "/api/v1/pods?watch=true", false);
+        log.push("POST", "/api/v1/namespaces/a/pods", false);
+        log.push("GET", "/apis", false);
         let role = |verbs: &[&str]| -> Vec<RbacAttributes> {
             verbs
                 .iter()

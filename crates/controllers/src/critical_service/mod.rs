@@ -64,11 +64,12 @@ pub const PERMISSIONS: &[permissions::Permission] = &[
         verbs: &["list", "watch", "create", "delete", "patch"],
     },
     // EndpointSlices: watched; Vigil's own slices of warm standbys written by server-side apply
-    // and deleted (`standby_slice.rs`).
+    // (which needs `create` too for a slice that does not exist yet) and deleted
+    // (`standby_slice.rs`).
     permissions::Permission {
         group: "discovery.k8s.io",
         resources: &["endpointslices"],
-        verbs: &["list", "watch", "patch", "delete"],
+        verbs: &["list", "watch", "create", "patch", "delete"],
     },
     permissions::RECORD_EVENTS,
 ];

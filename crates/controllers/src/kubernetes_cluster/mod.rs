@@ -42,12 +42,13 @@ pub const PERMISSIONS: &[crate::permissions::Permission] = &[
         verbs: &["patch"],
     },
     // Kubeconfig Secrets: watched through a label selector (RBAC cannot narrow by label, hence
-    // list/watch), written by server-side apply; deleted by the garbage collector through
-    // their ownerReference.
+    // list/watch), written by server-side apply (which needs `create` too for a Secret that
+    // does not exist yet: kube-apiserver authorizes both); deleted by the garbage collector
+    // through their ownerReference.
     crate::permissions::Permission {
         group: "",
         resources: &["secrets"],
-        verbs: &["list", "watch", "patch"],
+        verbs: &["list", "watch", "create", "patch"],
     },
     crate::permissions::RECORD_EVENTS,
 ];
