@@ -132,24 +132,13 @@ impl Writer {
                 let namespace = slice.metadata.namespace.clone().unwrap_or_default();
                 let slices: Api<EndpointSlice> =
                     Api::namespaced(self.runtime.client().clone(), &namespace);
-                let mut body = (**slice).clone();
-                body.metadata.managed_fields = None;
-                let value = serde_json::json!({
-                    "apiVersion": "discovery.k8s.io/v1",
-                    "kind": "EndpointSlice",
-                    "metadata": body.metadata,
-                    "addressType": body.address_type,
-                    "endpoints": body.endpoints,
-                    "ports": body.ports,
-                });
                 let params = PatchParams::apply(&self.field_manager).force();
                 let name = slice.metadata.name.clone().unwrap_or_default();
-                match slices.patch(&name, &params, &Patch::Apply(&value)).await {
+                // k8s-openapi writes apiVersion and kind itself.
+                match slices.patch(&name, &params, &Patch::Apply(&**slice)).await {
                     Ok(_) => Ok(()),
-                    // The standby pod it is owned by is gone: the next pass decides again.
-                    Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {
-                        Ok(())
-                    }
+                    // Its namespace is going away: the next pass decides again.
+                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
                     Err(e) => Err(e.into()),
                 }
             }

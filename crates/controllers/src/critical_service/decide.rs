@@ -367,11 +367,12 @@ fn decide_service(
     };
     drain::finish(inputs, &observed, fallback.as_deref(), actions);
     // Only the owner keeps a standby; another CriticalService's standbys are its own business.
-    let standby = (owner && warm_standby(inputs))
-        .then(|| ensure_standby(inputs, &observed, fallback.as_deref(), actions));
-    let listed = if owner && warm_standby(inputs) {
+    let keeps_standby = owner && warm_standby(inputs);
+    let standby =
+        keeps_standby.then(|| ensure_standby(inputs, &observed, fallback.as_deref(), actions));
+    let listed = if keeps_standby {
         let waiting = standby.as_ref().and_then(|(pod, _)| pod.as_deref());
-        slices::Listed::new(&observed, fallback.as_deref(), state, waiting)
+        slices::Listed::new(&observed, fallback.as_deref(), waiting)
     } else {
         slices::Listed::none()
     };

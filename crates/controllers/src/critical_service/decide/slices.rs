@@ -2,8 +2,6 @@
 //! standby each Service's slices should list, and how, and the writes that make the cached
 //! slices say so. Only what differs is written (the slice's hash annotation tells).
 
-use vigil_apis::critical_service::ServiceState;
-
 use super::{Actions, Observed, usable_template};
 use crate::critical_service::model::{Inputs, PodView, SliceWrite};
 use crate::critical_service::standby_slice::{Listing, standby_slice};
@@ -22,13 +20,13 @@ impl<'a> Listed<'a> {
         Self { pods: Vec::new() }
     }
 
-    /// The standby answering for the lame Service (promoted now or before, or selected again) as
-    /// a ready endpoint, and the standby kept waiting as an armed one; each only once Ready (a
-    /// pod listed before its server listens would fail the connections sent to it).
+    /// The standby answering for the lame Service (`answering`, set only while a fallback is
+    /// active: promoted now or before, or selected again) as a ready endpoint, and the standby
+    /// kept waiting as an armed one; each only once Ready (a pod listed before its server
+    /// listens would fail the connections sent to it).
     pub(super) fn new(
         observed: &Observed<'a>,
         answering: Option<&str>,
-        state: ServiceState,
         waiting: Option<&str>,
     ) -> Self {
         let candidates = || {
@@ -40,7 +38,6 @@ impl<'a> Listed<'a> {
                 .copied()
                 .filter(|p| p.ready && !p.terminating)
         };
-        let answering = answering.filter(|_| state == ServiceState::FallbackActive);
         let ready = candidates().find(|p| Some(p.name.as_str()) == answering);
         let armed = candidates()
             .find(|p| Some(p.name.as_str()) == waiting && Some(p.name.as_str()) != answering);
