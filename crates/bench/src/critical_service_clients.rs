@@ -521,7 +521,16 @@ async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> any
     let pods = stage.pods(client);
     let mut replaced = String::new();
     let deadline = Instant::now() + STEADY_TIMEOUT;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &stage.namespace);
     loop {
+        // A case that changes the real pods' template rolls the Deployment: its one pod is
+        // replaced, and the pod a run triggers on must not be the one the rollout removes.
+        let rolled_out = deployments.get(DEPLOYMENT).await.is_ok_and(|d| {
+            let status = d.status.unwrap_or_default();
+            status.observed_generation >= d.metadata.generation
+                && status.updated_replicas == Some(1)
+                && status.replicas == Some(1)
+        });
         let list = pods.list(&ListParams::default()).await?.items;
         let (vigils, real): (Vec<&Pod>, Vec<&Pod>) = list.iter().partition(|p| is_vigils(p));
         let standby_ok = match stage.mode {
@@ -539,7 +548,11 @@ async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> any
                     pods.delete(&name, &DeleteParams::default()).await?;
                     replaced = name;
                 }
-            } else if is_ready(pod) && pod.metadata.deletion_timestamp.is_none() && standby_ok {
+            } else if rolled_out
+                && is_ready(pod)
+                && pod.metadata.deletion_timestamp.is_none()
+                && standby_ok
+            {
                 let name = pod.name_any();
                 let mut answered = 0;
                 for _ in 0..3 {
