@@ -4,6 +4,11 @@
 //! rule on watches can also stall them: open watches and new ones stop sending anything (no
 //! events, no bookmarks) without closing, until the rule is cleared — then what was held back
 //! flows on, as after a network stall.
+//!
+//! Latency models a server that is slow for a while and then heals: a request waits out its
+//! delay, or less if the rules that slowed it are cleared first. A real API server recovering
+//! from overload (requests queued by API Priority and Fairness, writes waiting on a slow etcd)
+//! serves what it held as soon as it can, not after a delay fixed when each request arrived.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -162,6 +167,32 @@ impl Faults {
         }
     }
 
+    /// The latency the rules add to `verb` on `resource` now.
+    fn latency(&self, verb: &str, resource: &str) -> Duration {
+        self.lock()
+            .iter()
+            .filter(|r| r.matches(verb, resource))
+            .map(|r| Duration::from_millis(r.latency_ms.unwrap_or(0)))
+            .sum()
+    }
+
+    /// Holds a request for `latency` (what [`Faults::decide`] gave it), or until no rule slows
+    /// `verb` on `resource` any more, whichever comes first.
+    pub async fn hold(&self, verb: &str, resource: &str, latency: Duration) {
+        let mut changed = self.changed.subscribe();
+        let healed = async {
+            while !self.latency(verb, resource).is_zero() {
+                if changed.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(latency) => {}
+            () = healed => {}
+        }
+    }
+
     pub fn list(&self) -> Vec<Fault> {
         self.lock().clone()
     }
@@ -240,6 +271,46 @@ mod tests {
         let parsed: Fault =
             serde_json::from_str(r#"{"verb":"patch","code":409,"count":1}"#).expect("json");
         assert_eq!(parsed.resource, "*");
+    }
+
+    #[tokio::test]
+    async fn a_slowed_request_is_released_when_its_rule_is_cleared() {
+        let faults = std::sync::Arc::new(Faults::default());
+        faults.add(Fault::slow("*", "*", Duration::from_secs(30)));
+        let latency = faults.decide("get", "pods").latency;
+        assert_eq!(latency, Duration::from_secs(30));
+        let held = tokio::spawn({
+            let faults = faults.clone();
+            async move { faults.hold("get", "pods", latency).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!held.is_finished(), "held while the rule stands");
+        faults.add(Fault::flaky("*", "*", 503, 0.0));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !held.is_finished(),
+            "another rule changing does not release it"
+        );
+        faults.clear();
+        tokio::time::timeout(Duration::from_secs(5), held)
+            .await
+            .expect("released when cleared, long before its 30 s")
+            .expect("task");
+        let started = std::time::Instant::now();
+        faults.hold("get", "pods", Duration::from_millis(10)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no rule: no wait"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_slowed_request_waits_out_its_delay_while_the_rule_stands() {
+        let faults = Faults::default();
+        faults.add(Fault::slow("*", "*", Duration::from_millis(50)));
+        let started = std::time::Instant::now();
+        faults.hold("get", "pods", Duration::from_millis(50)).await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
     }
 
     #[test]

@@ -62,6 +62,31 @@ async fn latency_is_added_to_matching_requests() {
 }
 
 #[tokio::test]
+async fn a_slowed_request_is_answered_as_soon_as_the_fault_is_cleared() {
+    let env = TestEnv::start().await.expect("env");
+    require_sandbox!(env);
+    let api = env.api::<ConfigMap>();
+    api.create(&PostParams::default(), &config_map("healed"))
+        .await
+        .expect("create");
+    let sandbox = env.sandbox().expect("sandbox");
+    sandbox.inject(Fault::slow("get", "configmaps", Duration::from_secs(60)));
+    let get = tokio::spawn({
+        let api = api.clone();
+        async move { api.get("healed").await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!get.is_finished(), "held while the fault stands");
+    sandbox.clear_faults();
+    tokio::time::timeout(Duration::from_secs(10), get)
+        .await
+        .expect("answered once the fault is cleared, long before its 60 s")
+        .expect("task")
+        .expect("get");
+    env.cleanup().await;
+}
+
+#[tokio::test]
 async fn restart_keeps_state_and_watchers_recover() {
     let env = TestEnv::start().await.expect("env");
     require_sandbox!(env);

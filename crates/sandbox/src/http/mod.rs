@@ -91,7 +91,7 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     if let Some((verb, resource)) = verb_and_resource(&parts.method, parts.uri.path(), &query) {
         let decision = app.faults.decide(verb, &resource);
         if !decision.latency.is_zero() {
-            tokio::time::sleep(decision.latency).await;
+            app.faults.hold(verb, &resource, decision.latency).await;
         }
         if let Some(e) = decision.error {
             return error_response(&e);
