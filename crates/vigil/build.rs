@@ -1,6 +1,9 @@
-//! Stamps the commit the binary was built from into `vigil --version`: `VIGIL_GIT_COMMIT` when
-//! set (a Docker build, which has no `.git`), else `git rev-parse`, else "unknown" — a source
-//! tarball or a machine without git still builds.
+//! Two things about the `vigil` binary itself:
+//! - stamps the commit it was built from into `vigil --version`: `VIGIL_GIT_COMMIT` when set (a
+//!   Docker build, which has no `.git`), else `git rev-parse`, else "unknown" — a source tarball
+//!   or a machine without git still builds;
+//! - packs its relative relocations (`-z pack-relative-relocs`, DT_RELR) where the C library
+//!   it will run on can read them (see [`pack_relative_relocations`]).
 
 use std::path::Path;
 use std::process::Command;
@@ -16,7 +19,46 @@ fn git(dir: &Path, args: &[&str]) -> Option<String> {
     (out.status.success() && !text.is_empty()).then_some(text)
 }
 
+/// A position-independent Rust binary carries one 24-byte RELA entry per pointer in its
+/// read-only data (vtables, string tables): 59,000 of them, 1.4 MB, which the loader reads at
+/// every start and which then stay resident for the life of the process. DT_RELR packs them into
+/// bitmaps (16 KB here): the binary is 1.4 MB smaller and `vigil run` about 1 MB lighter (see
+/// `vigil-bench critical-service-scale`'s peak RSS). glibc reads DT_RELR from 2.36 (Debian 12,
+/// the image's distroless/cc base; Fedora builds its packages this way): the linker then adds a
+/// `GLIBC_ABI_DT_RELR` version need, so an older glibc refuses the binary at load with a clear
+/// message instead of misrunning it. Hence: only for a native gnu/Linux build on glibc 2.36 or
+/// later (a cross build cannot know its target's glibc); `VIGIL_RELR=0` turns it off, for a binary
+/// to be copied to older systems.
+fn pack_relative_relocations() {
+    println!("cargo:rerun-if-env-changed=VIGIL_RELR");
+    let var = |name: &str| std::env::var(name).unwrap_or_default();
+    let gnu_linux = var("CARGO_CFG_TARGET_OS") == "linux" && var("CARGO_CFG_TARGET_ENV") == "gnu";
+    let native = var("TARGET") == var("HOST");
+    if !gnu_linux || !native || var("VIGIL_RELR") == "0" {
+        return;
+    }
+    let glibc = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8(out.stdout).ok())
+        .and_then(|text| glibc_version(&text));
+    if glibc.is_some_and(|version| version >= (2, 36)) {
+        println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// `getconf GNU_LIBC_VERSION`'s answer, e.g. "glibc 2.36", as (major, minor).
+fn glibc_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.trim().strip_prefix("glibc ")?;
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
 fn main() {
+    pack_relative_relocations();
     println!("cargo:rerun-if-env-changed=VIGIL_GIT_COMMIT");
     let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
     let dir = Path::new(&dir);

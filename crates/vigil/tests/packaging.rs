@@ -1,5 +1,6 @@
 //! How Vigil is packaged: the Dockerfile builds dependencies in a layer of their own from every
-//! crate's manifest, and `vigil --version` names the commit.
+//! crate's manifest, `vigil --version` names the commit, and the binary's relative relocations
+//! are packed where glibc can read them.
 
 use std::path::Path;
 use std::process::Command;
@@ -110,6 +111,48 @@ fn copy_tree(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), &target).expect("copy as COPY does");
         }
     }
+}
+
+/// `build.rs` links `vigil` with `-z pack-relative-relocs` on glibc 2.36 or later: the dynamic
+/// section then has a RELR table and next to no RELA entries (1.4 MB of them without it).
+#[test]
+fn the_binary_packs_its_relative_relocations_on_glibc_2_36_or_later() {
+    let glibc = Command::new("getconf")
+        .arg("GNU_LIBC_VERSION")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    let minor = glibc
+        .strip_prefix("glibc 2.")
+        .and_then(|v| v.split('.').next()?.parse::<u32>().ok());
+    if !cfg!(all(target_os = "linux", target_env = "gnu"))
+        || minor.is_none_or(|m| m < 36)
+        || std::env::var("VIGIL_RELR").as_deref() == Ok("0")
+    {
+        eprintln!("skipped: not a glibc 2.36+ build ({glibc:?}), so no DT_RELR is expected");
+        return;
+    }
+    let Ok(out) = Command::new("readelf")
+        .args(["-d", env!("CARGO_BIN_EXE_vigil")])
+        .output()
+    else {
+        eprintln!("skipped: no readelf (binutils) to read the binary's dynamic section");
+        return;
+    };
+    let dynamic = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dynamic.lines().any(|l| l.contains("(RELR)")),
+        "no RELR table in vigil's dynamic section:\n{dynamic}"
+    );
+    let rela_bytes = dynamic
+        .lines()
+        .find(|l| l.contains("(RELASZ)"))
+        .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(
+        rela_bytes < 64 * 1024,
+        "{rela_bytes} bytes of RELA relocations left: the relative ones were not packed"
+    );
 }
 
 #[test]
