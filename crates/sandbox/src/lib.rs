@@ -180,6 +180,7 @@ impl Sandbox {
             server_address: addr.to_string(),
             shutdown: shutdown_rx.clone(),
             watch_epoch: watch::Sender::new(0),
+            listening: watch::Sender::new(true),
             bookmark_interval: config.bookmark_interval,
             faults: Arc::new(faults::Faults::default()),
             control: control.clone(),

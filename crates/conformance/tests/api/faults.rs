@@ -131,6 +131,52 @@ async fn restart_keeps_state_and_watchers_recover() {
     env.cleanup().await;
 }
 
+/// A stop ends every open watch and then waits for the server's requests to finish. Clients
+/// re-watch at once when a watch ends, so watches keep arriving while the server stops; one that
+/// outlived the stop held it open forever (the chaos test hung on it once). Many clients
+/// re-watching in a tight loop make that race likely on every stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_ends_watches_that_arrive_while_it_stops() {
+    let env = TestEnv::start().await.expect("env");
+    require_sandbox!(env);
+    let api = env.api::<ConfigMap>();
+    let sandbox = env.sandbox().expect("sandbox");
+    let rewatching: Vec<_> = (0..32)
+        .map(|_| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                loop {
+                    let params = kube::api::WatchParams::default().timeout(290);
+                    if let Ok(stream) = api.watch(&params, "0").await {
+                        let mut stream = stream.boxed();
+                        while stream.next().await.is_some() {}
+                    } else {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for round in 0..30 {
+        // Watches end and come back at once, as they do for every client of a closing server.
+        sandbox.close_watches();
+        tokio::time::timeout(Duration::from_secs(20), sandbox.stop_serving())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the stop never finished: a watch held it"));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sandbox
+            .resume_serving()
+            .await
+            .expect("listen again on the same address");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for task in rewatching {
+        task.abort();
+    }
+    env.cleanup().await;
+}
+
 #[tokio::test]
 async fn admin_endpoint_injects_and_clears_faults() {
     let env = TestEnv::start().await.expect("env");

@@ -48,6 +48,10 @@ pub struct App {
     pub shutdown: signal::Receiver<bool>,
     /// Bumped to end every open watch (clients must reconnect).
     pub watch_epoch: signal::Sender<u64>,
+    /// Whether the listener serves (false while a fault has stopped it). A level, not an edge:
+    /// a watch that arrives while the listener is stopping ends too, or it would hold the
+    /// graceful stop open forever.
+    pub listening: signal::Sender<bool>,
     /// How often watches that asked for bookmarks get one.
     pub bookmark_interval: Duration,
     /// Injected failures and latency.

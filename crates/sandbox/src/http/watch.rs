@@ -47,11 +47,20 @@ pub struct WatchRequest {
 /// Most events one wake-up sends, so one watcher cannot hold the lock for long.
 const BATCH: usize = 2_000;
 
-/// Starts streaming; the body ends on timeout, shutdown, a closed-watches fault, or expiry.
+/// Starts streaming; the body ends on timeout, shutdown, a stopped listener, a closed-watches
+/// fault, or expiry.
 pub fn stream(app: Arc<App>, info: Arc<ResourceInfo>, filter: Filter, req: WatchRequest) -> Body {
     let (tx, rx) = mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let _ = run(&app, &info, &filter, &req, &tx).await;
+        // Levels, checked whatever the watch is doing (a stalled send included): a server that
+        // stops waits for its open requests, so a watch must never outlive it.
+        let mut shutdown = app.shutdown.clone();
+        let mut listening = app.listening.subscribe();
+        tokio::select! {
+            _ = run(&app, &info, &filter, &req, &tx) => {}
+            _ = shutdown.wait_for(|stop| *stop) => {}
+            _ = listening.wait_for(|serving| !*serving) => {}
+        }
     });
     let chunks = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
@@ -70,7 +79,6 @@ async fn run(
     tx: &mpsc::Sender<Bytes>,
 ) -> Result<(), Gone> {
     let mut changes = app.store.subscribe();
-    let mut shutdown = app.shutdown.clone();
     let mut epoch = app.watch_epoch.subscribe();
     epoch.mark_unchanged();
     let deadline = tokio::time::Instant::now() + req.timeout;
@@ -118,7 +126,6 @@ async fn run(
         tokio::select! {
             changed = changes.changed() => if changed.is_err() { return Ok(()) },
             _ = tokio::time::sleep_until(deadline) => return Ok(()),
-            _ = shutdown.changed() => return Ok(()),
             _ = epoch.changed() => return Ok(()),
             _ = tx.closed() => return Err(Gone),
             _ = bookmark_timer.tick(), if req.bookmarks => send_held(app, info, tx, bookmark(info, cursor, false)).await?,

@@ -55,6 +55,7 @@ impl Supervisor {
     /// Serves until a command or the sandbox's shutdown; returns the command (None on shutdown).
     async fn serve_until_told(&mut self, listener: tokio::net::TcpListener) -> Option<Control> {
         let (stop, stopped) = watch::channel(false);
+        self.app.listening.send_replace(true);
         let router = http::router(self.app.clone());
         let server = match &self.tls {
             Some(config) => tokio::spawn(serve(
@@ -75,8 +76,9 @@ impl Supervisor {
             _ = self.shutdown.wait_for(|stop| *stop) => None,
             command = self.control.recv() => command,
         };
-        // Open watches would hold the graceful shutdown open: end them first.
-        self.app.watch_epoch.send_modify(|e| *e += 1);
+        // Open watches would hold the graceful shutdown open: every one ends, including those
+        // that arrive while the server stops (clients re-watch at once).
+        self.app.listening.send_replace(false);
         let _ = stop.send(true);
         let _ = server.await;
         command
