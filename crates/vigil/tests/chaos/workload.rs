@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use rand::rngs::StdRng;
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::{Value, json};
@@ -18,6 +18,9 @@ use vigil_apis::{ConfigMapSync, KubernetesCluster, Topic};
 use vigil_kafka::{Admin, ConfigChange};
 
 use super::invariants::{COPY_LABEL, FALLBACK_PREFIX, MANAGED_BY};
+
+/// KubernetesCluster's finalizer (what Vigil holds an adopted or created object with).
+const KUBERNETES_CLUSTER_FINALIZER: &str = "vigil.dev/kubernetescluster";
 
 pub const SERVICES: usize = 6;
 pub const SYNCS: usize = 3;
@@ -384,17 +387,48 @@ impl Workload {
                 self.count("cluster upgraded", r.map(drop).map_err(Into::into));
             }
             3 => {
-                let r = clusters.delete(&name, &DeleteParams::default()).await;
-                if r.is_ok() {
-                    self.reapplied.remove(&name);
-                }
-                self.count("cluster deleted", r.map(drop).map_err(Into::into));
+                let r = self.delete_cluster(&name).await;
+                self.count("cluster deleted", r);
             }
             _ => {
                 let r = self.orphan(i).await;
                 self.count("cluster orphaned", r);
             }
         }
+    }
+
+    /// Deletes `kc-{i}`. An orphan applied again from git that no Vigil has looked at yet (no
+    /// finalizer: Vigil adds it only once the status vault has given the object its cluster
+    /// back) goes without Vigil seeing it — no controller can act on an object it never saw,
+    /// which is why Kubernetes has finalizers — so its cluster stays an orphan, to be applied
+    /// again from git like any other. The deletion is conditional on the object as read, so a
+    /// Vigil adopting it in between makes it fail (409) instead of leaving the workload wrong.
+    async fn delete_cluster(&mut self, name: &str) -> anyhow::Result<()> {
+        let clusters: Api<KubernetesCluster> = self.api();
+        let Some(orphan) = self.reapplied.get(name).cloned() else {
+            clusters.delete(name, &DeleteParams::default()).await?;
+            return Ok(());
+        };
+        let live = clusters.get(name).await?;
+        let adopted = live
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == KUBERNETES_CLUSTER_FINALIZER);
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: live.metadata.resource_version.clone(),
+                uid: live.metadata.uid.clone(),
+            }),
+            ..DeleteParams::default()
+        };
+        clusters.delete(name, &params).await?;
+        self.reapplied.remove(name);
+        if !adopted {
+            self.orphaned.insert(name.to_owned(), orphan);
+        }
+        Ok(())
     }
 
     /// Marks the cluster's data, then deletes its object with `deletionPolicy: Orphan`.
