@@ -180,16 +180,9 @@ impl Faults {
     /// `verb` on `resource` any more, whichever comes first.
     pub async fn hold(&self, verb: &str, resource: &str, latency: Duration) {
         let mut changed = self.changed.subscribe();
-        let healed = async {
-            while !self.latency(verb, resource).is_zero() {
-                if changed.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-        };
         tokio::select! {
             () = tokio::time::sleep(latency) => {}
-            () = healed => {}
+            _ = changed.wait_for(|_| self.latency(verb, resource).is_zero()) => {}
         }
     }
 
