@@ -396,10 +396,14 @@ fn spawn_consumer(
     let log = acted.clone();
     let task = tokio::spawn(async move {
         let ar = clusters_ar();
+        // A watch error (a watch the server ends, a 410 under load) is retried with kube's
+        // back-off: the consumer lives as long as the test, as a controller would.
         let mut events = watcher(api.clone(), watcher::Config::default())
+            .default_backoff()
             .applied_objects()
             .boxed();
-        while let Some(Ok(mut obj)) = events.next().await {
+        while let Some(event) = events.next().await {
+            let Ok(mut obj) = event else { continue };
             loop {
                 match restorer.ensure_restored_dynamic(&ar, &obj).await {
                     RestoreOutcome::NothingToRestore => {
