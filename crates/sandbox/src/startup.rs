@@ -4,9 +4,10 @@
 //! Seen on kube-apiserver 1.28 killed and started again by `../shared/kube/fault.sh` (4 runs,
 //! SIGKILL and SIGTERM alike), from the moment it serves TLS:
 //! - watches resumed from a resourceVersion of before the restart are accepted (200), then get
-//!   one `ERROR` event, 410 Expired, `too old resource version: 372 (383)`: its watch cache
-//!   starts afresh at etcd's current revision. The sandbox's event window restarts at its current
-//!   revision the same way ([`StartUp::restarted`] is called with the window compacted);
+//!   one `ERROR` event, 410 Expired, `too old resource version: 372 (383)` (7 of 7 runs): its
+//!   watch cache starts afresh at etcd's current revision, which its own writes at start (its
+//!   identity Lease among them) have moved on. The sandbox does the same ([`restart`]): it
+//!   renews its identity Lease in `kube-system`, then restarts its event window there;
 //! - custom resources answer 503 ServiceUnavailable, `the request has been made before all known
 //!   HTTP paths have been installed, please try again`, with `Retry-After: 5` and
 //!   `details.retryAfterSeconds: 5`, for about 0.4 s; built-in kinds are served at once;
@@ -22,7 +23,52 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use serde_json::json;
 use tokio::time::Instant;
+
+use crate::patch::PatchType;
+use crate::registry::ops::{self, Target, WriteOptions};
+use crate::registry::store::Store;
+
+/// The identity Lease a kube-apiserver keeps in `kube-system` (1.28 names it after a hash of its
+/// host name, so a restart renews the same one).
+const IDENTITY_LEASE: &str = "apiserver-vigil-sandbox";
+
+/// What the store goes through when the listener comes back: the server's own writes at start,
+/// then its watch cache starting afresh at the current revision, so that a watch resumed from
+/// before gets 410 Expired.
+pub(crate) fn restart(store: &Store) {
+    store.write(|state| {
+        let Some(info) = state.registry.get("coordination.k8s.io", "v1", "leases") else {
+            return;
+        };
+        let now = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let lease = json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": IDENTITY_LEASE, "namespace": "kube-system",
+                "labels": {"apiserver.kubernetes.io/identity": "kube-apiserver"}},
+            "spec": {"holderIdentity": IDENTITY_LEASE, "leaseDurationSeconds": 3600, "renewTime": now},
+        });
+        let opts = WriteOptions {
+            field_manager: "vigil-sandbox".into(),
+            ..WriteOptions::default()
+        };
+        let written = ops::patch(
+            state,
+            &info,
+            "kube-system",
+            IDENTITY_LEASE,
+            PatchType::Apply { force: true },
+            lease,
+            &opts,
+            Target::Main,
+        );
+        if let Err(e) = written {
+            tracing::warn!(error = %e.message, "cannot renew the sandbox's identity Lease");
+        }
+        state.compact(0);
+    });
+}
 
 /// How long each part of a restart's start-up lasts (see the module's documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,10 +40,10 @@ impl Supervisor {
                 }
                 Some(Control::Start(ack)) => match tokio::net::TcpListener::bind(self.addr).await {
                     Ok(bound) => {
-                        // As a restarted kube-apiserver: its watch cache starts afresh at the
-                        // current revision (watches resumed from before get 410 Expired), and
-                        // it goes through its start-up (see `crate::startup`).
-                        self.app.store.write(|s| s.compact(0));
+                        // As a restarted kube-apiserver: its own writes, then its watch cache
+                        // starting afresh (watches resumed from before get 410 Expired), and
+                        // its start-up (see `crate::startup`).
+                        crate::startup::restart(&self.app.store);
                         self.app.start_up.restarted();
                         listener = Some(bound);
                         let _ = ack.send(Ok(()));
