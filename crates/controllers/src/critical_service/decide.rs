@@ -402,7 +402,7 @@ fn answering(observed: &Observed<'_>) -> Option<String> {
 }
 
 /// Healthy: a real endpoint answers, so Vigil's fallback (or promoted standby) goes: drained
-/// first with `spec.drainSeconds`, else deleted at once.
+/// first (by default; see [`drain::configured`]), deleted at once with `drainSeconds: 0`.
 fn retire(inputs: &Inputs<'_>, observed: &Observed<'_>, actions: &mut Actions) -> Verdict {
     let why = format!(
         "Service {}/{} has a ready endpoint of its own",
@@ -471,6 +471,13 @@ fn answer(
         promote(observed, standby, actions);
         return (ServiceState::FallbackActive, Some(standby.name.clone()));
     }
+    if let Some(left) = replacement_head_start(inputs, observed.service) {
+        // A workload controller's replacement started first: a fallback created now would not
+        // answer sooner, and its endpoint changes would use up kube-proxy's sync burst and
+        // delay the replacement's programming. Wait for it a bounded time, then act.
+        actions.requeue(left);
+        return (ServiceState::Lame, None);
+    }
     if let Some(foreign) = observed.foreign {
         actions.problem(foreign_pod_problem(observed.service, foreign));
         return (ServiceState::Lame, None);
@@ -488,6 +495,41 @@ fn answer(
             (ServiceState::Lame, None)
         }
     }
+}
+
+/// How long a replacement on its first start is given before a fallback is created: a
+/// fallback needs as long as it to be Ready (schedule, start the container, pass the
+/// readiness probe: about 1 s on the node here), so one that started earlier wins unless it is
+/// slow. Creation times are kept to the second (rounded down), so the replacement is waited for
+/// 2 to 3 s after it was created; one that is not Ready by then is slower than a fallback.
+pub const REPLACEMENT_HEAD_START: Duration = Duration::from_secs(3);
+
+/// The time left before a fallback is created when a real pod the Service selects is on its
+/// first start (a workload controller's replacement) and younger than
+/// [`REPLACEMENT_HEAD_START`].
+fn replacement_head_start(inputs: &Inputs<'_>, service: &ServiceView) -> Option<Duration> {
+    let head_start_ms = i64::try_from(REPLACEMENT_HEAD_START.as_millis()).unwrap_or(i64::MAX);
+    inputs
+        .pods
+        .iter()
+        .filter(|p| {
+            p.namespace == service.namespace
+                && !is_vigils(p)
+                && !p.terminating
+                && selects(&service.selector, &p.labels)
+        })
+        .filter_map(|p| p.starting_since)
+        .filter_map(|created| {
+            let age_ms = inputs
+                .now
+                .as_millisecond()
+                .saturating_sub(created.as_millisecond());
+            u64::try_from(head_start_ms.saturating_sub(age_ms))
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis)
+        })
+        .max()
 }
 
 /// The labels a merge patch sets so that `service` selects the pod: its selector's.

@@ -108,6 +108,9 @@ pub struct PodView {
     /// `deletionTimestamp` is set.
     pub terminating: bool,
     pub ip: Option<String>,
+    /// When a pod on its first start was created (not Ready yet, never restarted, not stuck
+    /// pulling its image or in a crash loop): a replacement a workload controller has started.
+    pub starting_since: Option<Timestamp>,
     /// `spec.nodeName` (kept for Vigil's own pods only, which its EndpointSlices list).
     pub node_name: Option<String>,
     /// When a draining pod of Vigil's left its Service's endpoints.

@@ -189,6 +189,7 @@ mod tests {
             ip: ip.map(str::to_owned),
             node_name: Some("node-1".into()),
             retiring_since: None,
+            starting_since: None,
         }
     }
 

@@ -50,7 +50,8 @@ fn spec(pairs: &[(&str, &str)]) -> CriticalServiceSpec {
         activation_delay_seconds: None,
         maintenance_message: None,
         warm_standby: None,
-        drain_seconds: None,
+        // Today's immediate delete, which most tests pin; the default drain has its own tests.
+        drain_seconds: Some(0),
     }
 }
 
@@ -132,6 +133,7 @@ fn real_pod(name: &str, app: &str, ready: bool) -> PodView {
         ip: Some("10.0.0.1".into()),
         node_name: None,
         retiring_since: None,
+        starting_since: None,
     }
 }
 
@@ -157,6 +159,7 @@ fn view_of(pod: &Pod, ready: bool) -> PodView {
         ip: None,
         node_name: None,
         retiring_since: None,
+        starting_since: None,
     }
 }
 
@@ -1468,4 +1471,105 @@ fn a_promoted_standby_drains_and_leaves_vigils_slice_at_once() {
             .collect::<Vec<_>>(),
         vec![STANDBY_A]
     );
+}
+
+// ---- the defaults: the article's manifest, no optional field ----
+
+#[test]
+fn without_drain_seconds_a_retiring_fallback_is_drained_for_the_default_time() {
+    let mut world = World::new();
+    world.cr.spec.drain_seconds = None;
+    world.with_fallback();
+    world.healthy();
+    let plan = world.pass();
+    assert!(
+        plan.delete.is_empty(),
+        "not deleted at once: {:?}",
+        plan.delete
+    );
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_DRAINING)]);
+    assert_eq!(plan.requeue_after, Some(drain::DEFAULT_DRAIN));
+    // Out of the slices but within the default drain: kept.
+    world.now = at(1_001);
+    assert_no_writes(&world.pass());
+    world.now = at(1_002);
+    let plan = world.pass();
+    assert_eq!(
+        plan.delete
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        vec![FALLBACK]
+    );
+}
+
+#[test]
+fn drain_seconds_zero_deletes_at_once() {
+    let mut world = World::new();
+    world.cr.spec.drain_seconds = Some(0);
+    world.with_fallback();
+    world.healthy();
+    let plan = world.pass();
+    assert_eq!(plan.delete.len(), 1);
+    assert!(plan.relabel.is_empty());
+}
+
+/// A real pod of `web` on its first start, created at `created`.
+fn replacement(created: i64) -> PodView {
+    PodView {
+        starting_since: Some(at(created)),
+        ..real_pod("web-2", "web", false)
+    }
+}
+
+#[test]
+fn a_replacement_already_starting_is_given_its_head_start_then_a_fallback_comes() {
+    let mut world = World::new();
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert!(plan.create.is_empty(), "no race with the replacement");
+    assert_eq!(entry(&plan, "web").state, ServiceState::Lame);
+    assert_eq!(plan.requeue_after, Some(REPLACEMENT_HEAD_START));
+    // Half-way: still waiting, woken up when the head start runs out.
+    world.now = Timestamp::from_millisecond(1_001_500).expect("time");
+    let plan = world.pass();
+    assert!(plan.create.is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_millis(1_500)));
+    // Not Ready after its head start: slower than a fallback, which is created.
+    world.now = at(1_003);
+    let plan = world.pass();
+    assert_eq!(plan.create.len(), 1);
+}
+
+#[test]
+fn a_crashed_or_old_pod_is_no_replacement_to_wait_for() {
+    // A pod not on its first start (crashed container, stuck image): no head start.
+    let mut world = World::new();
+    world.pods.push(real_pod("web-1", "web", false));
+    assert_eq!(world.pass().create.len(), 1);
+    // A replacement created long ago and still not Ready.
+    let mut world = World::new();
+    world.pods.push(replacement(900));
+    assert_eq!(world.pass().create.len(), 1);
+    // A replacement of another Service's.
+    let mut world = World::new();
+    world.pods.push(PodView {
+        starting_since: Some(at(1_000)),
+        ..real_pod("api-1", "api", false)
+    });
+    assert_eq!(world.pass().create.len(), 1);
+}
+
+#[test]
+fn a_draining_fallback_is_selected_again_even_while_a_replacement_starts() {
+    // It is already running: nothing can answer sooner.
+    let mut world = World::new();
+    draining(&mut world);
+    world.with_fallback();
+    world.healthy();
+    world.pass();
+    set_ready(&mut world, "web-1", false);
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_RESELECTED)]);
 }
