@@ -11,7 +11,9 @@
 //! - (d) the last pod deleted while it keeps serving through its grace period.
 //!
 //! The real pods come from a one-replica Deployment (so a replacement is created at once, as in
-//! production); the fallback's PodTemplate runs the node's web image too, which serves
+//! production) or are bare pods (`--backings bare`: nothing replaces a deleted one; the bench
+//! re-creates it [`BARE_RECREATE_AFTER`] after the trigger, as someone noticing would); the
+//! fallback's PodTemplate runs the node's web image too, which serves
 //! `pod=<name>`: every answer says which pod gave it. The fallback's server exits on SIGTERM, as
 //! most servers do, so a fallback deleted while kube-proxy still sends it connections loses them
 //! (what `drainSeconds` is for). Per run it prints the failed requests and
@@ -50,10 +52,15 @@ pub struct ClientsBench {
     /// Runs of each case in each mode (medians are over these).
     #[arg(long, default_value_t = 3)]
     runs: usize,
-    /// Modes, comma-separated: `none` (no controller), `vigil` (the article's CriticalService),
-    /// `standby` (Vigil with `warmStandby: true` and `drainSeconds: 2`).
-    #[arg(long, value_delimiter = ',', default_value = "none,vigil,standby")]
+    /// Modes, comma-separated: `none` (no controller), `default` (the article's CriticalService,
+    /// no optional field; `vigil` is the same), `standby` (Vigil with `warmStandby: true` and
+    /// `drainSeconds: 2`).
+    #[arg(long, value_delimiter = ',', default_value = "none,default,standby")]
     modes: Vec<String>,
+    /// What runs the real pods, comma-separated: `deployment` (a one-replica Deployment) and
+    /// `bare` (a bare pod, which nothing replaces).
+    #[arg(long, value_delimiter = ',', default_value = "deployment,bare")]
+    backings: Vec<String>,
     /// Cases, comma-separated: a, b, c, d (see the module documentation).
     #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
     cases: Vec<String>,
@@ -64,12 +71,14 @@ pub struct ClientsBench {
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     timeout: Duration,
     /// Fail unless the outcomes hold: with Vigil the fallback answered the Service's traffic
-    /// (in (c) before the real pod came; with the standby in every case), and no request was
-    /// lost in (c) and (d) with Vigil. Durations are never checked.
+    /// (in (c) before the real pod came; with bare pods in every case but (b); with the standby
+    /// in every case); by default no request lost in (c) and (d), and in (a) and (b) no more
+    /// failed requests than with no controller (when both ran; a margin of
+    /// [`NOISE_MARGIN`] absorbs the noise of single runs). Durations are never checked.
     #[arg(long)]
     verify: bool,
     /// With `--verify`, also fail when a request was lost in (c) or (d) with Vigil keeping a
-    /// warm standby and draining its fallbacks (the `standby` mode).
+    /// warm standby and draining its fallbacks (the `standby` mode), or with the default.
     #[arg(long)]
     verify_lossless: bool,
 }
@@ -94,6 +103,12 @@ const RUN_CAP: Duration = Duration::from_secs(25);
 const STEADY_TIMEOUT: Duration = Duration::from_secs(90);
 /// `drainSeconds` of the standby mode: kube-proxy's `minSyncPeriod` (1 s) and a margin.
 const DRAIN_SECONDS: u32 = 2;
+/// With bare pods nothing replaces a deleted pod: the bench re-creates it this long after the
+/// trigger (someone noticing), so that every run ends.
+const BARE_RECREATE_AFTER: Duration = Duration::from_secs(5);
+/// `--verify`: the default is "not worse" than no controller in (a) and (b) when it lost at
+/// most this many more requests (10 ms probe: 150 ms; single runs vary by about that much).
+const NOISE_MARGIN: usize = 15;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -102,20 +117,44 @@ enum Mode {
     Standby,
 }
 
+/// What runs the real pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    Deployment,
+    Bare,
+}
+
+impl Backing {
+    fn parse(text: &str) -> anyhow::Result<Self> {
+        Ok(match text {
+            "deployment" => Self::Deployment,
+            "bare" => Self::Bare,
+            _ => anyhow::bail!("unknown backing {text:?}: deployment or bare"),
+        })
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Self::Deployment => "deploy",
+            Self::Bare => "bare",
+        }
+    }
+}
+
 impl Mode {
     fn parse(text: &str) -> anyhow::Result<Self> {
         Ok(match text {
             "none" => Self::None,
-            "vigil" => Self::Vigil,
+            "default" | "vigil" => Self::Vigil,
             "standby" => Self::Standby,
-            _ => anyhow::bail!("unknown mode {text:?}: none, vigil or standby"),
+            _ => anyhow::bail!("unknown mode {text:?}: none, default or standby"),
         })
     }
 
     fn key(self) -> &'static str {
         match self {
             Self::None => "none",
-            Self::Vigil => "vigil",
+            Self::Vigil => "default",
             Self::Standby => "standby",
         }
     }
@@ -123,8 +162,8 @@ impl Mode {
     fn title(self) -> &'static str {
         match self {
             Self::None => "no controller",
-            Self::Vigil => "Vigil",
-            Self::Standby => "Vigil + standby + drain",
+            Self::Vigil => "Vigil default",
+            Self::Standby => "standby + drain",
         }
     }
 }
@@ -171,6 +210,7 @@ impl Case {
 /// One mode's namespace, Service and CriticalService.
 struct Stage {
     mode: Mode,
+    backing: Backing,
     namespace: String,
     critical_service: Option<String>,
     cluster_ip: SocketAddr,
@@ -203,9 +243,14 @@ pub async fn run(args: ClientsBench) -> anyhow::Result<()> {
         .iter()
         .map(|c| Case::parse(c))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let backings = args
+        .backings
+        .iter()
+        .map(|b| Backing::parse(b))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     anyhow::ensure!(
-        args.runs > 0 && !modes.is_empty(),
-        "need --runs > 0 and a mode"
+        args.runs > 0 && !modes.is_empty() && !backings.is_empty(),
+        "need --runs > 0, a mode and a backing"
     );
     let client = client_from(&node.kubeconfig).await?;
     eprintln!(
@@ -217,8 +262,10 @@ pub async fn run(args: ClientsBench) -> anyhow::Result<()> {
     install_crd(&client).await?;
     let tag = std::process::id();
     let mut stages = Vec::new();
-    for mode in &modes {
-        stages.push(Stage::create(&client, &node, *mode, tag).await?);
+    for backing in &backings {
+        for mode in &modes {
+            stages.push(Stage::create(&client, &node, *mode, *backing, tag).await?);
+        }
     }
     let watched: Vec<&str> = stages
         .iter()
@@ -276,24 +323,19 @@ async fn measure(
     let mut results: Results = BTreeMap::new();
     for (c, case) in cases.iter().enumerate() {
         for stage in stages {
-            apply_deployment(client, node, stage, *case).await?;
+            apply_real(client, node, stage, *case).await?;
         }
         for run in 0..args.runs {
             for (s, stage) in stages.iter().enumerate() {
                 let result = run_once(client, node, args, stage, *case)
                     .await
                     .with_context(|| {
-                        format!(
-                            "{} with {}, run {}",
-                            case.title(),
-                            stage.mode.title(),
-                            run + 1
-                        )
+                        format!("{} with {}, run {}", case.title(), stage.title(), run + 1)
                     })?;
                 eprintln!(
                     "vigil-bench: {} | {} | run {}: {} failed, window {} ms{}",
                     case.title(),
-                    stage.mode.title(),
+                    stage.title(),
                     run + 1,
                     result.failed,
                     result.window.as_millis(),
@@ -338,8 +380,14 @@ async fn install_crd(client: &Client) -> anyhow::Result<()> {
 impl Stage {
     /// A namespace with the fallback's PodTemplate and the covered Service, and (with Vigil)
     /// the CriticalService covering it.
-    async fn create(client: &Client, node: &Node, mode: Mode, tag: u32) -> anyhow::Result<Self> {
-        let namespace = format!("clients-{}-{tag}", mode.key());
+    async fn create(
+        client: &Client,
+        node: &Node,
+        mode: Mode,
+        backing: Backing,
+        tag: u32,
+    ) -> anyhow::Result<Self> {
+        let namespace = format!("clients-{}-{}-{tag}", mode.key(), backing.key());
         let namespaces: Api<Namespace> = Api::all(client.clone());
         ok_if_exists(
             namespaces
@@ -399,6 +447,7 @@ impl Stage {
         };
         Ok(Self {
             mode,
+            backing,
             namespace,
             critical_service,
             cluster_ip,
@@ -418,6 +467,14 @@ impl Stage {
 
     fn pods(&self, client: &Client) -> Api<Pod> {
         Api::namespaced(client.clone(), &self.namespace)
+    }
+
+    fn title(&self) -> String {
+        let backing = match self.backing {
+            Backing::Deployment => "deploy",
+            Backing::Bare => "bare",
+        };
+        format!("{}, {backing}", self.mode.title())
     }
 }
 
@@ -446,12 +503,18 @@ fn pod_spec(node: &Node, exit_on_term: bool, grace_seconds: i64) -> serde_json::
 }
 
 /// The real pods of a case: one replica, its server exiting on SIGTERM or not.
-async fn apply_deployment(
-    client: &Client,
-    node: &Node,
-    stage: &Stage,
-    case: Case,
-) -> anyhow::Result<()> {
+async fn apply_real(client: &Client, node: &Node, stage: &Stage, case: Case) -> anyhow::Result<()> {
+    if stage.backing == Backing::Bare {
+        // A new case may change the pod's spec: start from a fresh pod.
+        let pods = stage.pods(client);
+        for pod in pods.list(&ListParams::default()).await?.items {
+            if !is_vigils(&pod) {
+                pods.delete(&pod.name_any(), &DeleteParams::default())
+                    .await?;
+            }
+        }
+        return create_bare(client, node, stage, case).await;
+    }
     let deployment: Deployment = serde_json::from_value(json!({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -476,7 +539,51 @@ async fn apply_deployment(
     Ok(())
 }
 
-async fn scale(client: &Client, stage: &Stage, replicas: i32) -> anyhow::Result<()> {
+/// One bare real pod (no owner: nothing replaces it).
+async fn create_bare(
+    client: &Client,
+    node: &Node,
+    stage: &Stage,
+    case: Case,
+) -> anyhow::Result<()> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"generateName": format!("{DEPLOYMENT}-"), "labels": {"app": SERVICE}},
+        "spec": pod_spec(node, case.exits_on_term(), 3),
+    }))?;
+    stage
+        .pods(client)
+        .create(&PostParams::default(), &pod)
+        .await
+        .context("creating a bare pod")?;
+    Ok(())
+}
+
+/// Whether a real pod (not Vigil's, not being deleted) is there.
+fn has_live_real(pods: &[Pod]) -> bool {
+    pods.iter()
+        .any(|p| !is_vigils(p) && p.metadata.deletion_timestamp.is_none())
+}
+
+async fn scale(
+    client: &Client,
+    node: &Node,
+    stage: &Stage,
+    case: Case,
+    replicas: i32,
+) -> anyhow::Result<()> {
+    if stage.backing == Backing::Bare {
+        let pods = stage.pods(client);
+        let list = pods.list(&ListParams::default()).await?.items;
+        if replicas == 0 {
+            for pod in list.iter().filter(|p| !is_vigils(p)) {
+                pods.delete(&pod.name_any(), &DeleteParams::default())
+                    .await?;
+            }
+        } else if !has_live_real(&list) {
+            create_bare(client, node, stage, case).await?;
+        }
+        return Ok(());
+    }
     Api::<Deployment>::namespaced(client.clone(), &stage.namespace)
         .patch(
             DEPLOYMENT,
@@ -517,7 +624,13 @@ fn is_fallback(answer: &str) -> bool {
 /// Waits until the stage is at rest: one real pod, Ready, never restarted, answering through
 /// the ClusterIP; no pod of Vigil's but a waiting standby (Ready, in standby mode). Returns the
 /// real pod.
-async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> anyhow::Result<Pod> {
+async fn wait_steady(
+    client: &Client,
+    node: &Node,
+    args: &ClientsBench,
+    stage: &Stage,
+    case: Case,
+) -> anyhow::Result<Pod> {
     let pods = stage.pods(client);
     let mut replaced = String::new();
     let deadline = Instant::now() + STEADY_TIMEOUT;
@@ -525,13 +638,17 @@ async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> any
     loop {
         // A case that changes the real pods' template rolls the Deployment: its one pod is
         // replaced, and the pod a run triggers on must not be the one the rollout removes.
-        let rolled_out = deployments.get(DEPLOYMENT).await.is_ok_and(|d| {
-            let status = d.status.unwrap_or_default();
-            status.observed_generation >= d.metadata.generation
-                && status.updated_replicas == Some(1)
-                && status.replicas == Some(1)
-        });
+        let rolled_out = stage.backing == Backing::Bare
+            || deployments.get(DEPLOYMENT).await.is_ok_and(|d| {
+                let status = d.status.unwrap_or_default();
+                status.observed_generation >= d.metadata.generation
+                    && status.updated_replicas == Some(1)
+                    && status.replicas == Some(1)
+            });
         let list = pods.list(&ListParams::default()).await?.items;
+        if stage.backing == Backing::Bare && !has_live_real(&list) {
+            create_bare(client, node, stage, case).await?;
+        }
         let (vigils, real): (Vec<&Pod>, Vec<&Pod>) = list.iter().partition(|p| is_vigils(p));
         let standby_ok = match stage.mode {
             Mode::Standby => {
@@ -580,10 +697,12 @@ async fn wait_steady(client: &Client, args: &ClientsBench, stage: &Stage) -> any
 /// For (c): the real pods gone and, with Vigil, the fallback answering the probe.
 async fn wait_fallback_serving(
     client: &Client,
+    node: &Node,
     args: &ClientsBench,
     stage: &Stage,
+    case: Case,
 ) -> anyhow::Result<()> {
-    scale(client, stage, 0).await?;
+    scale(client, node, stage, case, 0).await?;
     let pods = stage.pods(client);
     let deadline = Instant::now() + STEADY_TIMEOUT;
     loop {
@@ -625,11 +744,11 @@ async fn run_once(
     stage: &Stage,
     case: Case,
 ) -> anyhow::Result<RunResult> {
-    let old = wait_steady(client, args, stage).await?;
+    let old = wait_steady(client, node, args, stage, case).await?;
     let mut before_answers = Vec::new();
     if case == Case::Arriving {
         let pre = Prober::start(stage.cluster_ip, args.interval, args.timeout);
-        wait_fallback_serving(client, args, stage).await?;
+        wait_fallback_serving(client, node, args, stage, case).await?;
         tokio::time::sleep(QUIET).await;
         before_answers = pre.stop().await;
     } else {
@@ -657,12 +776,21 @@ async fn run_once(
                 .context("the real pod has no container id")?;
             node.kill_container(&id).await?;
         }
-        Case::Arriving => scale(client, stage, 1).await?,
+        Case::Arriving => scale(client, node, stage, case, 1).await?,
     }
     let mut note = None;
+    let mut recreated = false;
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let list = pods.list(&ListParams::default()).await?.items;
+        if stage.backing == Backing::Bare
+            && matches!(case, Case::Deleted | Case::Graceful)
+            && !recreated
+            && t0.elapsed() >= BARE_RECREATE_AFTER
+        {
+            create_bare(client, node, stage, case).await?;
+            recreated = true;
+        }
         let old_gone = match case {
             Case::Deleted | Case::Graceful => {
                 !list.iter().any(|p| p.uid() == Some(old_uid.clone()))
@@ -829,7 +957,7 @@ fn print_report(
         took.as_secs()
     );
     say!(
-        "{:<54} {:<16} {:>22} {:>26} {:>9}",
+        "{:<54} {:<26} {:>22} {:>26} {:>9}",
         "case",
         "mode",
         "failed: median (range)",
@@ -848,9 +976,9 @@ fn print_report(
             sorted.sort();
             let answered = runs.iter().filter(|r| r.fallback_answered).count();
             say!(
-                "{:<54} {:<16} {:>22} {:>26} {:>9}",
+                "{:<54} {:<26} {:>22} {:>26} {:>9}",
                 case.title(),
-                stage.mode.title(),
+                stage.title(),
                 format!(
                     "{} ({}–{})",
                     failed[failed.len() / 2],
@@ -881,7 +1009,7 @@ fn print_report(
         "7 first answer",
     ];
     say!(
-        "{:<54} {:<16} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6} {:>7} {:>8}",
+        "{:<54} {:<26} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6} {:>7} {:>8}",
         "case",
         "mode",
         "API saw",
@@ -928,10 +1056,10 @@ fn print_report(
                     "-".into()
                 }
             };
-            let mut row = vec![case.title().to_owned(), stage.mode.title().to_owned()];
+            let mut row = vec![case.title().to_owned(), stage.title()];
             row.extend(steps.iter().map(|s| cell(s)));
             say!(
-                "{:<54} {:<16} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6.1} {:>7} {:>8}",
+                "{:<54} {:<26} {:>8} {:>9} {:>9} {:>8} {:>7} {:>7} {:>7} {:>14} {:>6.1} {:>7} {:>8}",
                 row[0],
                 row[1],
                 row[2],
@@ -962,7 +1090,7 @@ fn print_report(
     }
     say!();
     say!(
-        "Targets (issue 27): 0 failed requests in (c) and (d); in (a) and (b) a median window ≤ 150 ms with the standby, never worse than no controller."
+        "Targets (issues 27, 35): 0 failed requests in (c) and (d) by default and with the standby; in (a) and (b) never worse than no controller by default, a median window ≤ 150 ms with the standby."
     );
 }
 
@@ -976,23 +1104,51 @@ fn verify(
     verify_lossless: bool,
 ) -> anyhow::Result<()> {
     let mut wrong = Vec::new();
+    let median_failed = |c: usize, s: usize| {
+        results.get(&(c, s)).map(|runs| {
+            let mut failed: Vec<usize> = runs.iter().map(|r| r.failed).collect();
+            failed.sort_unstable();
+            failed[failed.len() / 2]
+        })
+    };
     for ((c, s), runs) in results {
-        let (case, mode) = (cases[*c], stages[*s].mode);
+        let (case, stage) = (cases[*c], &stages[*s]);
+        let mode = stage.mode;
+        if mode == Mode::Vigil && matches!(case, Case::Deleted | Case::Killed) {
+            let none = stages
+                .iter()
+                .position(|o| o.mode == Mode::None && o.backing == stage.backing);
+            if let (Some(ours), Some(theirs)) = (
+                median_failed(*c, *s),
+                none.and_then(|n| median_failed(*c, n)),
+            ) && ours > theirs + NOISE_MARGIN
+            {
+                wrong.push(format!(
+                    "{} with {}: {ours} failed requests (median), worse than no controller's {theirs}",
+                    case.title(),
+                    stage.title()
+                ));
+            }
+        }
         for (i, run) in runs.iter().enumerate() {
-            let what = format!("{} with {}, run {}", case.title(), mode.title(), i + 1);
+            let what = format!("{} with {}, run {}", case.title(), stage.title(), i + 1);
             if let Some(note) = &run.note {
                 wrong.push(format!("{what}: {note}"));
             }
             let must_answer = match mode {
                 Mode::None => false,
-                Mode::Vigil => case == Case::Arriving,
+                // Bare pods: nothing else comes back, so the fallback must answer (but in (b),
+                // where the kubelet may restart the container before it is Ready).
+                Mode::Vigil => {
+                    case == Case::Arriving
+                        || (stage.backing == Backing::Bare && case != Case::Killed)
+                }
                 Mode::Standby => true,
             };
             if must_answer && !run.fallback_answered {
                 wrong.push(format!("{what}: no answer came from a pod of Vigil's"));
             }
-            if verify_lossless && mode == Mode::Standby && case.lossless_target() && run.failed > 0
-            {
+            if verify_lossless && mode != Mode::None && case.lossless_target() && run.failed > 0 {
                 wrong.push(format!(
                     "{what}: {} of {} requests failed",
                     run.failed, run.requests
