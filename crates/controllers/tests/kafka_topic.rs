@@ -320,7 +320,7 @@ fn config_of(config: &BTreeMap<String, Option<String>>, key: &str) -> Option<Str
 }
 
 async fn install_crd(env: &TestEnv) {
-    vigil_testenv::install_crd(&env.client(), &Topic::crd())
+    vigil_testenv::install_crd(&env.client(), &vigil_apis::crds::topic())
         .await
         .expect("Topic CRD served");
 }

@@ -1,6 +1,6 @@
 //! `vigil`: the operator binary. Subcommands: `run` (the operator), `demo`, `sandbox` (an
-//! embedded API server for demos and tests), `manifests` (install manifests), `status` (the
-//! status vault). Each command lives in `cli/`; the benchmarks are a binary of their own,
+//! embedded API server for demos and tests), `manifests` (install manifests), `migrate-storage` (after
+//! an upgrade), `status` (the status vault). Each command lives in `cli/`; the benchmarks are a binary of their own,
 //! `vigil-bench` (`crates/bench`).
 
 // First: its `say!` macro is used by every module below.
@@ -60,6 +60,9 @@ enum Command {
     Sandbox(cli::sandbox::SandboxArgs),
     /// Print the CRDs, RBAC and Deployment that install Vigil.
     Manifests(cli::manifests::ManifestsArgs),
+    /// After an upgrade: rewrite every object of Vigil's CRDs at their storage version and trim
+    /// the CRDs' `status.storedVersions` (docs/upgrading.md).
+    MigrateStorage(cli::migrate_storage::MigrateStorageArgs),
     /// The status vault: back up objects with their status, restore them, inspect the vault.
     #[command(subcommand)]
     Status(cli::status::StatusCommand),
@@ -93,6 +96,7 @@ fn main() -> anyhow::Result<()> {
         match cli.command {
             Command::Run(args) => cli::run::run(*args).await,
             Command::Manifests(args) => cli::manifests::run(&args),
+            Command::MigrateStorage(args) => cli::migrate_storage::run(args).await,
             Command::Sandbox(args) => cli::sandbox::run(args).await,
             Command::Demo(args) => cli::demo::run(args).await,
             Command::Status(command) => cli::status::run(command).await,

@@ -2,8 +2,6 @@
 //! [`crate::registry`]).
 
 use clap::{Args as _, FromArgMatches as _};
-use kube::CustomResourceExt as _;
-use vigil_apis::Topic;
 use vigil_runtime::Manager;
 
 use super::controller::{self, Settings};
@@ -14,7 +12,7 @@ use crate::registry::{Registration, Setup, SetupError, parse_duration};
 pub const REGISTRATION: Registration = Registration {
     name: NAME,
     chart_key: "kafkaTopic",
-    crds: || vec![Topic::crd()],
+    crds: || vec![vigil_apis::crds::topic()],
     permissions: PERMISSIONS,
     optional_permissions: &[("secrets", SECRET_PERMISSIONS)],
     flags: Flags::augment_args,

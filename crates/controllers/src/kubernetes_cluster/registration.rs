@@ -3,8 +3,6 @@
 //! [`Setup::shared`]; the status vault, when it runs, left its restorer there.
 
 use clap::{Args as _, FromArgMatches as _};
-use kube::CustomResourceExt as _;
-use vigil_apis::KubernetesCluster;
 use vigil_provider::Providers;
 use vigil_runtime::Manager;
 
@@ -18,7 +16,7 @@ use crate::status_vault::StatusRestorer;
 pub const REGISTRATION: Registration = Registration {
     name: NAME,
     chart_key: "kubernetesCluster",
-    crds: || vec![KubernetesCluster::crd()],
+    crds: || vec![vigil_apis::crds::kubernetes_cluster()],
     permissions: PERMISSIONS,
     optional_permissions: &[],
     flags: Flags::augment_args,

@@ -39,6 +39,8 @@ pub struct CrdVersion {
     pub printer_columns: Vec<Value>,
     /// Whether this version is the storage version.
     pub storage: bool,
+    /// For a `deprecated` version: the `Warning` each request to it is answered with.
+    pub deprecation_warning: Option<String>,
 }
 
 /// One served resource of one group version.
