@@ -18,8 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::ResourceExt as _;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::json;
 use vigil_apis::KubernetesCluster;

@@ -74,7 +74,11 @@ pub async fn run(args: MigrateStorageArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut total = 0;
     for name in &names {
-        let Some(live) = crds.get_opt(name).await.context(format!("reading CRD {name}"))? else {
+        let Some(live) = crds
+            .get_opt(name)
+            .await
+            .context(format!("reading CRD {name}"))?
+        else {
             outln!("{name}: not installed, skipped")?;
             continue;
         };

@@ -41,7 +41,10 @@ pub async fn play(
     kubeconfig_out: &Path,
 ) -> anyhow::Result<ClusterAct> {
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &vigil_apis::crds::kubernetes_cluster())
+        .create(
+            &PostParams::default(),
+            &vigil_apis::crds::kubernetes_cluster(),
+        )
         .await?;
     let clusters: Api<KubernetesCluster> = Api::namespaced(client.clone(), "default");
     until("the KubernetesCluster CRD", || async {
