@@ -55,8 +55,7 @@ where
             old.storage = false;
             old.served = true;
             old.deprecated = Some(true);
-            old.deprecation_warning =
-                Some(deprecation_warning(&group, &kind, earlier, &current));
+            old.deprecation_warning = Some(deprecation_warning(&group, &kind, earlier, &current));
             old
         })
         .collect();

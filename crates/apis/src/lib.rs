@@ -5,8 +5,8 @@
 
 pub mod conditions;
 pub mod configmap_sync;
-pub mod critical_service;
 pub mod crds;
+pub mod critical_service;
 pub mod kafka_topic;
 pub mod kubernetes_cluster;
 mod rules;

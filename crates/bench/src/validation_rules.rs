@@ -10,9 +10,8 @@ use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::{Client, CustomResourceExt as _};
+use kube::Client;
 use serde_json::{Value, json};
-use vigil_apis::Topic;
 
 use crate::support::sandbox::spawn_sandbox;
 use crate::support::stats::percentile;

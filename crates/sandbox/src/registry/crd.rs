@@ -173,7 +173,7 @@ fn validate_stored_versions(crd: &Value, old: &Value, errors: &mut Vec<FieldErro
             .any(|s| s.get("name").and_then(Value::as_str) == Some(v.as_str()));
         if !in_spec {
             errors.push(FieldError::invalid(
-                &format!("{field}[{i}]"),
+                format!("{field}[{i}]"),
                 &json!(v),
                 "must appear in spec.versions",
             ));
@@ -369,7 +369,9 @@ fn deprecation_warning(
 fn version_priority(version: &str) -> (u8, u64, u64) {
     let parse = || -> Option<(u8, u64, u64)> {
         let rest = version.strip_prefix('v')?;
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let major: u64 = rest[..digits].parse().ok()?;
         let (stage, minor) = match &rest[digits..] {
             "" => return Some((3, major, 0)),
@@ -532,11 +534,27 @@ mod tests {
 
     #[test]
     fn kube_aware_version_order() {
-        let mut versions = ["v1alpha1", "v2", "v1beta2", "v1", "v10beta1", "foo", "v11alpha2"];
+        let mut versions = [
+            "v1alpha1",
+            "v2",
+            "v1beta2",
+            "v1",
+            "v10beta1",
+            "foo",
+            "v11alpha2",
+        ];
         versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(
             versions,
-            ["v2", "v1", "v10beta1", "v1beta2", "v11alpha2", "v1alpha1", "foo"]
+            [
+                "v2",
+                "v1",
+                "v10beta1",
+                "v1beta2",
+                "v11alpha2",
+                "v1alpha1",
+                "foo"
+            ]
         );
     }
 
