@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::Client;
 use serde_json::{Value, json};
 
 use crate::support::sandbox::spawn_sandbox;
