@@ -28,6 +28,7 @@
 //! | [`index`] | secondary indexes (by label, by owner…) over reflector caches |
 //! | [`namespaces`] | one watch per namespace, merged for one reflector |
 //! | [`shared`] | one API watch per resource and scope, shared by every cache of that kind |
+//! | [`signals`] | SIGTERM and SIGINT, listened for from the process's start, so no signal meets the default action |
 
 #![warn(missing_docs)]
 
@@ -50,6 +51,7 @@ pub mod reachability;
 pub mod reconcile;
 pub mod retry;
 pub mod shared;
+pub mod signals;
 pub mod status;
 
 pub use backoff::BackoffPolicy;
@@ -59,3 +61,4 @@ pub use events::EventNote;
 pub use leader::{LeaderElectionConfig, Leadership};
 pub use manager::{Manager, ManagerBuilder, Runtime};
 pub use metrics::Metrics;
+pub use signals::ShutdownSignals;

@@ -35,6 +35,7 @@ use crate::health::{self, Health};
 use crate::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use crate::metrics::Metrics;
 use crate::shared::SharedWatches;
+use crate::signals::ShutdownSignals;
 
 /// Where controllers report their readiness: `/readyz`.
 type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
@@ -185,6 +186,7 @@ pub struct ManagerBuilder {
     leadership: Option<watch::Receiver<Leadership>>,
     metrics: Option<Arc<Metrics>>,
     shutdown_timeout: Duration,
+    signals: Option<ShutdownSignals>,
 }
 
 impl ManagerBuilder {
@@ -222,8 +224,25 @@ impl ManagerBuilder {
         self
     }
 
+    /// The SIGTERM and SIGINT handlers [`Manager::run`] waits on, installed by the caller
+    /// before anything else it starts. Default: [`Self::build`] installs them first thing, on a
+    /// Manager built from a kubeconfig ([`Manager::builder`]), so that a signal during start-up
+    /// (before `/readyz` serves, before the Lease is taken) still ends in a graceful shutdown
+    /// that releases the Lease; a Manager on a test's client ([`Manager::for_client`]) leaves
+    /// the process's signals alone unless given these.
+    pub fn signals(mut self, signals: ShutdownSignals) -> Self {
+        self.signals = Some(signals);
+        self
+    }
+
     /// Builds the client, binds the metrics server and joins the election.
     pub async fn build(self) -> std::io::Result<Manager> {
+        // Before anything can report this process ready (see `crate::signals`).
+        let signals = match (self.signals, &self.client) {
+            (Some(signals), _) => Some(signals),
+            (None, ClientSource::Config(_)) => Some(ShutdownSignals::install()?),
+            (None, ClientSource::Client(_)) => None,
+        };
         let metrics = self.metrics.unwrap_or_else(Metrics::new);
         let client = match self.client {
             ClientSource::Config(config) => crate::client::instrumented(*config, &metrics)
@@ -287,6 +306,7 @@ impl ManagerBuilder {
             elector,
             server,
             shutdown_timeout: self.shutdown_timeout,
+            signals,
         })
     }
 }
@@ -300,6 +320,7 @@ pub struct Manager {
     elector: Option<LeaderElector>,
     server: Option<(SocketAddr, JoinHandle<()>)>,
     shutdown_timeout: Duration,
+    signals: Option<ShutdownSignals>,
 }
 
 impl Manager {
@@ -324,6 +345,7 @@ impl Manager {
             leadership: None,
             metrics: None,
             shutdown_timeout: Duration::from_secs(25),
+            signals: None,
         }
     }
 
@@ -350,17 +372,15 @@ impl Manager {
         self.controllers.push((name.to_owned(), task));
     }
 
-    /// Runs until SIGTERM or SIGINT, then shuts down (see [`Self::run_until`]).
-    pub async fn run(self) -> std::io::Result<()> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut term = signal(SignalKind::terminate())?;
-        let signalled = async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
+    /// Runs until SIGTERM or SIGINT, then shuts down (see [`Self::run_until`]). A signal
+    /// received since the handlers were installed (see [`ManagerBuilder::signals`]) ends it at
+    /// once, gracefully.
+    pub async fn run(mut self) -> std::io::Result<()> {
+        let mut signals = match self.signals.take() {
+            Some(signals) => signals,
+            None => ShutdownSignals::install()?,
         };
-        self.run_until(signalled).await;
+        self.run_until(async move { signals.recv().await }).await;
         Ok(())
     }
 

@@ -21,8 +21,22 @@
 //!   process ([`Reachability::probe_turn`]: one probe per [`PROBE_INTERVAL`] however many watches
 //!   fail, none before a 429's `Retry-After` has passed).
 //!
-//! Other answers (403, 404, 410, an object that does not decode) end no wait early: retrying
-//! sooner would get the same answer.
+//! A **410 Gone** (the resourceVersion a watch resumes from is no longer in the server's window)
+//! is not a failure to wait out: the server serves, and the watcher relists on its own. It is
+//! what every resumed watch gets from a kube-apiserver that has just restarted, whose watch
+//! cache starts afresh at etcd's current revision ("too old resource version: 372 (383)"); a
+//! watch that backed off on it waited out the back-off the outage had grown — 8 to 23 s after
+//! `/readyz` was `ok`. So a watch relists at once after a 410, and backs off only if the relist
+//! fails too.
+//!
+//! A **403 Forbidden** is probed like a refusal: a restarted kube-apiserver answers a service
+//! account's requests 403 for up to 0.35 s, until its RBAC caches have synced (seen in 3 of 7
+//! restarts of 1.28; `system:masters` never is), and a watch that backed off on it waited out
+//! the grown back-off. A lasting 403 (a missing permission) then costs one cheap probe per watch
+//! every few seconds, and the watch recovers as soon as the permission is granted.
+//!
+//! Other answers (404, an object that does not decode) end no wait early: retrying sooner would
+//! get the same answer.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -52,9 +66,14 @@ pub enum Failure {
     Unanswered,
     /// An answer saying "not now": a 5xx, or a 429 with the `Retry-After` it carries.
     Refused {
-        /// How long the server asked to wait, if it said.
+        /// How long a 429 asked to wait, if it said. (A 5xx's `Retry-After` is
+        /// kube-apiserver's fixed start-up or shutdown hint, not a measure of load: probing
+        /// sooner, at this module's pace, is what ends the wait as soon as it serves.)
         retry_after: Option<Duration>,
     },
+    /// 410 Gone: the server serves, but no longer has the resourceVersion asked for; a watch
+    /// relists (see the module's documentation).
+    Expired,
     /// Any other answer: retrying sooner would get it again.
     Other,
 }
@@ -73,7 +92,7 @@ impl Failure {
     /// Classifies an API status.
     pub fn of_status(status: &kube::core::Status) -> Self {
         match status.code {
-            429 | 500..=599 => Self::Refused {
+            429 => Self::Refused {
                 retry_after: status
                     .details
                     .as_ref()
@@ -81,6 +100,9 @@ impl Failure {
                     .filter(|s| *s > 0)
                     .map(|s| Duration::from_secs(u64::from(s)).min(MAX_RETRY_AFTER)),
             },
+            // 403: see the module's documentation (RBAC not yet synced after a restart).
+            403 | 500..=599 => Self::Refused { retry_after: None },
+            410 => Self::Expired,
             _ => Self::Other,
         }
     }
@@ -217,6 +239,23 @@ mod tests {
     use kube::runtime::watcher::Error;
 
     #[test]
+    fn a_410_is_a_relist_not_a_failure() {
+        // What kube-apiserver 1.28 sends a watch resumed across its restart.
+        let expired = kube::core::Status::failure("too old resource version: 372 (383)", "Expired")
+            .with_code(410);
+        assert_eq!(
+            Failure::of_watch(&Error::WatchError(Box::new(expired.clone()))),
+            Failure::Expired
+        );
+        assert_eq!(
+            Failure::of_watch(&Error::WatchStartFailed(kube::Error::Api(Box::new(
+                expired
+            )))),
+            Failure::Expired
+        );
+    }
+
+    #[test]
     fn only_unanswered_requests_count_as_an_outage() {
         let status = kube::core::Status::failure("gone", "Expired").with_code(410);
         assert!(!is_unanswered(&Error::WatchError(Box::new(status.clone()))));
@@ -248,8 +287,27 @@ mod tests {
             Failure::of_watch(&Error::InitialListFailed(kube::Error::Api(Box::new(storm)))),
             Failure::Refused { retry_after: None }
         );
+        // kube-apiserver starting: a fixed Retry-After that says nothing of when it will serve.
+        let mut starting = kube::core::Status::failure(
+            "the request has been made before all known HTTP paths have been installed, please try again",
+            "ServiceUnavailable",
+        )
+        .with_code(503);
+        starting.details = Some(
+            serde_json::from_value(serde_json::json!({"retryAfterSeconds": 5})).expect("details"),
+        );
+        assert_eq!(
+            Failure::of_status(&starting),
+            Failure::Refused { retry_after: None }
+        );
         let forbidden = kube::core::Status::failure("no", "Forbidden").with_code(403);
-        assert_eq!(Failure::of_status(&forbidden), Failure::Other);
+        assert_eq!(
+            Failure::of_status(&forbidden),
+            Failure::Refused { retry_after: None },
+            "RBAC not yet synced after a restart"
+        );
+        let missing = kube::core::Status::failure("no such kind", "NotFound").with_code(404);
+        assert_eq!(Failure::of_status(&missing), Failure::Other);
     }
 
     #[test]

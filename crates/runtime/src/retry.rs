@@ -9,6 +9,15 @@
 //! seconds; every other failure goes back to the caller, whose own loop decides (a watch backs off
 //! and probes, see [`crate::reachability`]; a reconcile backs off per object; leader election
 //! retries every retry period). [`RetryAfter`] is that policy, for [`crate::client::instrumented`].
+//!
+//! One difference from client-go: a 5xx's `Retry-After` is waited at most
+//! [`MAX_SERVER_ERROR_WAIT`]. kube-apiserver sends `Retry-After` on a 5xx only around its own
+//! life cycle — a fixed `5` while it starts ("the request has been made before all known HTTP
+//! paths have been installed", seen for about 0.4 s on 1.28, custom resources only) and while it
+//! shuts down — never as a measure of load (overload is API Priority and Fairness's 429, whose
+//! `Retry-After` is waited in full). Waiting the full 5 s left a request sent in the last moments
+//! of a start-up stalled for 4 s after `/readyz` was `ok`; retrying after 1 s still sends at
+//! most [`MAX_RETRIES`] requests, one a second.
 
 use std::time::Duration;
 
@@ -20,6 +29,8 @@ use tower::BoxError;
 pub const MAX_RETRIES: u32 = 10;
 /// The longest `Retry-After` waited inside the client: a longer one goes back to the caller.
 pub const MAX_WAIT: Duration = Duration::from_secs(30);
+/// The longest a 5xx's `Retry-After` is waited before the retry (see the module's documentation).
+pub const MAX_SERVER_ERROR_WAIT: Duration = Duration::from_secs(1);
 
 /// The retry policy: a 429 or 5xx with `Retry-After: <seconds>` is retried after those seconds,
 /// up to [`MAX_RETRIES`] times; nothing else is.
@@ -30,14 +41,23 @@ pub struct RetryAfter {
 
 impl RetryAfter {
     /// How long to wait before retrying a response with `status` and `retry_after` (the
-    /// header's value), if at all.
+    /// header's value), if at all: a 429's whole `Retry-After`, a 5xx's at most
+    /// [`MAX_SERVER_ERROR_WAIT`].
     pub fn wait(status: http::StatusCode, retry_after: Option<&str>) -> Option<Duration> {
-        if status != http::StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
+        let throttled = status == http::StatusCode::TOO_MANY_REQUESTS;
+        if !throttled && !status.is_server_error() {
             return None;
         }
         let seconds: u64 = retry_after?.trim().parse().ok()?;
         let wait = Duration::from_secs(seconds);
-        (wait <= MAX_WAIT).then_some(wait)
+        if wait > MAX_WAIT {
+            return None;
+        }
+        Some(if throttled {
+            wait
+        } else {
+            wait.min(MAX_SERVER_ERROR_WAIT)
+        })
     }
 }
 
@@ -88,8 +108,18 @@ mod tests {
             Some(Duration::from_secs(1))
         );
         assert_eq!(
-            RetryAfter::wait(StatusCode::SERVICE_UNAVAILABLE, Some("2")),
-            Some(Duration::from_secs(2))
+            RetryAfter::wait(StatusCode::TOO_MANY_REQUESTS, Some("5")),
+            Some(Duration::from_secs(5)),
+            "a 429's Retry-After is waited in full"
+        );
+        // kube-apiserver's start-up answer: retried, but after a second, not five.
+        assert_eq!(
+            RetryAfter::wait(StatusCode::SERVICE_UNAVAILABLE, Some("5")),
+            Some(MAX_SERVER_ERROR_WAIT)
+        );
+        assert_eq!(
+            RetryAfter::wait(StatusCode::SERVICE_UNAVAILABLE, Some("0")),
+            Some(Duration::ZERO)
         );
         // A 5xx storm without Retry-After goes back to the caller at once.
         assert_eq!(

@@ -53,6 +53,11 @@ use crate::reachability::{Failure, Reachability, jittered, probe_interval};
 /// Events a subscriber's queue holds before the shared watch waits for it.
 const SUBSCRIBER_QUEUE: usize = 1024;
 
+/// A watch relists at once after a 410 at most this often; a 410 sooner than that backs off
+/// as any failure does (a relist is a whole LIST: a server that answered 410 to every watch
+/// must not get one LIST after another).
+const FREE_RELIST_EVERY: Duration = Duration::from_secs(5);
+
 /// An object as the API server sent it: its raw JSON, plus the few metadata fields the watcher
 /// itself reads (it resumes from the last object's resourceVersion).
 #[derive(Clone, Debug)]
@@ -437,6 +442,8 @@ async fn run_watch(
     let mut stream = start();
     let mut delivered = Delivered::Nothing;
     let mut backoff = watcher::DefaultBackoff::default();
+    // When a 410 last made the watch relist without backing off.
+    let mut last_free_relist: Option<tokio::time::Instant> = None;
     let mut recovered = reachability.subscribe();
     // Set while backing off after an error: the watcher is not polled until it fires.
     let mut waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
@@ -502,27 +509,38 @@ async fn run_watch(
                         // Recoveries seen so far came before this failure: only a later one
                         // ends its wait.
                         recovered.borrow_and_update();
-                        let mut delay = backoff.next();
-                        match Failure::of_watch(error) {
-                            Failure::Unanswered => reachability.unreachable(),
-                            Failure::Refused { retry_after } => {
-                                if let Some(wait) = retry_after {
-                                    delay = delay.map(|d| d.max(wait));
-                                    reachability.retry_after(wait);
+                        let failure = Failure::of_watch(error);
+                        let relist_now = failure == Failure::Expired
+                            && last_free_relist.is_none_or(|at| at.elapsed() >= FREE_RELIST_EVERY);
+                        if relist_now {
+                            // A 410: the server serves, and the watcher relists on its own; it
+                            // does so at once (see `crate::reachability`), at most once per
+                            // FREE_RELIST_EVERY, so a server that keeps answering 410 gets the
+                            // back-off like any other failure.
+                            last_free_relist = Some(tokio::time::Instant::now());
+                        } else {
+                            let mut delay = backoff.next();
+                            match failure {
+                                Failure::Unanswered => reachability.unreachable(),
+                                Failure::Refused { retry_after } => {
+                                    if let Some(wait) = retry_after {
+                                        delay = delay.map(|d| d.max(wait));
+                                        reachability.retry_after(wait);
+                                    }
+                                    if let Some(delay) = delay {
+                                        let list_failed = matches!(error, watcher::Error::InitialListFailed(_));
+                                        probing = Some(Box::pin(probe.clone().until_served(
+                                            !list_failed,
+                                            probe_interval(delay),
+                                            reachability.clone(),
+                                        )));
+                                    }
                                 }
-                                if let Some(delay) = delay {
-                                    let list_failed = matches!(error, watcher::Error::InitialListFailed(_));
-                                    probing = Some(Box::pin(probe.clone().until_served(
-                                        !list_failed,
-                                        probe_interval(delay),
-                                        reachability.clone(),
-                                    )));
-                                }
+                                Failure::Expired | Failure::Other => {}
                             }
-                            Failure::Other => {}
-                        }
-                        if let Some(delay) = delay {
-                            waiting = Some(Box::pin(tokio::time::sleep(delay)));
+                            if let Some(delay) = delay {
+                                waiting = Some(Box::pin(tokio::time::sleep(delay)));
+                            }
                         }
                     }
                 }
@@ -579,7 +597,7 @@ impl Probe {
                     }
                 }
                 Failure::Unanswered => reachability.unreachable(),
-                Failure::Other => return false,
+                Failure::Expired | Failure::Other => return false,
             }
         }
     }

@@ -186,6 +186,17 @@ impl ApiError {
         Self::new(500, "InternalError", message)
     }
 
+    /// What a starting kube-apiserver answers for a custom resource (see `crate::startup`).
+    pub fn paths_not_installed() -> Self {
+        let mut e = Self::new(
+            503,
+            "ServiceUnavailable",
+            crate::startup::PATHS_NOT_INSTALLED,
+        );
+        e.details = Some(json!({"retryAfterSeconds": crate::startup::PATHS_RETRY_AFTER}));
+        e
+    }
+
     /// An error with any code, used by fault injection.
     pub fn with_code(code: u16, message: impl Into<String>) -> Self {
         let reason = match code {

@@ -26,6 +26,7 @@ mod query;
 mod registry;
 mod schema;
 mod serve;
+pub mod startup;
 mod version;
 mod wire;
 
@@ -42,6 +43,7 @@ pub use faults::Fault;
 pub use loops::Loops;
 pub use persist::{FLUSH_INTERVAL, PersistError};
 pub use serve::pki::{CA_CERT_FILE, CA_KEY_FILE, PkiError};
+pub use startup::StartUpTiming;
 pub use version::{InvalidKubeVersion, KubeVersion};
 
 /// How to run a sandbox.
@@ -66,6 +68,9 @@ pub struct SandboxConfig {
     /// the kubeconfig carries; client-go (kubectl, Helm) sends a bearer token only over TLS.
     /// Off by default: in-process tests and benchmarks talk plain HTTP on loopback.
     pub tls: bool,
+    /// What a restart ([`Sandbox::restart`], [`Sandbox::resume_serving`]) goes through before
+    /// it serves everything again, as a restarted kube-apiserver does (see [`startup`]).
+    pub restart_start_up: StartUpTiming,
 }
 
 impl Default for SandboxConfig {
@@ -79,6 +84,7 @@ impl Default for SandboxConfig {
             data_dir: None,
             kube_version: None,
             tls: false,
+            restart_start_up: StartUpTiming::default(),
         }
     }
 }
@@ -186,6 +192,7 @@ impl Sandbox {
             control: control.clone(),
             version: version::document(config.kube_version),
             requests: std::sync::atomic::AtomicU64::new(0),
+            start_up: startup::StartUp::new(config.restart_start_up),
         });
         let supervisor = serve::Supervisor {
             addr,

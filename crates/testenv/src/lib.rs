@@ -11,6 +11,7 @@
 //! ```
 
 mod conditions;
+mod control_plane;
 mod crds;
 mod requests;
 mod wait;
@@ -26,6 +27,7 @@ use kube::{Api, Client, Config};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 pub use conditions::{ConditionView, condition, has_condition, wait_condition};
+pub use control_plane::{ControlPlaneFault, KUBE_DIR_ENV, KUBE_WORKDIR_ENV};
 pub use crds::{CrdError, install_crd, wait_until_served};
 pub use requests::{RbacAttributes, RequestLog, rbac_attributes, recording_client};
 pub use vigil_kubelet::{

@@ -244,3 +244,135 @@ async fn admin_restart_keeps_state() {
     assert!(back.is_some(), "state survives an admin restart");
     env.cleanup().await;
 }
+
+/// A restart answers as a restarted kube-apiserver 1.28 does (seen with `../shared/kube/fault.sh`,
+/// see `vigil_sandbox::startup`): built-in kinds at once, custom resources 503 with
+/// `Retry-After: 5` for a moment, health checks failing a little longer, and a watch resumed from
+/// before the restart accepted, then ended by a 410 Expired event (its watch cache starts afresh).
+#[tokio::test]
+async fn a_restart_answers_as_a_starting_kube_apiserver() {
+    use crate::support::{create_crd, raw_request, simple_crd, test_group};
+    let env = TestEnv::start().await.expect("env");
+    require_sandbox!(env);
+    let group = test_group(env.namespace(), "startup");
+    create_crd(&env.client(), simple_crd(&group, "Gizmo", "gizmos")).await;
+    let api = env.api::<ConfigMap>();
+    let before = api
+        .create(&PostParams::default(), &config_map("before"))
+        .await
+        .expect("create");
+    let old_rv = before.metadata.resource_version.expect("resourceVersion");
+    // A client that shows what the server answers: kube-rs's default one retries 503 itself.
+    let mut config = env.config().await.expect("config");
+    config.default_retry = false;
+    let raw = kube::Client::try_from(config).expect("client");
+    let ns = env.namespace().to_owned();
+
+    let sandbox = env.sandbox().expect("sandbox");
+    sandbox.stop_serving().await;
+    sandbox.resume_serving().await.expect("serving again");
+
+    let custom = raw_request(
+        &raw,
+        "GET",
+        &format!("/apis/{group}/v1/namespaces/{ns}/gizmos"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        custom.status, 503,
+        "custom resources while starting: {}",
+        custom.text
+    );
+    assert_eq!(
+        custom.json["message"],
+        "the request has been made before all known HTTP paths have been installed, please try again"
+    );
+    assert_eq!(custom.json["details"]["retryAfterSeconds"], 5);
+    assert_eq!(
+        custom
+            .headers
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("5")
+    );
+    let readyz = raw_request(&raw, "GET", "/readyz", None, None).await;
+    assert_eq!(readyz.status, 500, "/readyz while starting");
+    assert!(
+        readyz
+            .text
+            .contains("[-]poststarthook/rbac/bootstrap-roles failed: reason withheld")
+            && readyz.text.ends_with("readyz check failed\n"),
+        "{}",
+        readyz.text
+    );
+    assert_eq!(
+        raw_request(&raw, "GET", "/version", None, None)
+            .await
+            .status,
+        200
+    );
+    let core = raw_request(
+        &raw,
+        "GET",
+        &format!("/api/v1/namespaces/{ns}/configmaps"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(core.status, 200, "built-in kinds are served at once");
+
+    // A write the resumed watch has not seen, as a real server's own writes at its start.
+    api.create(&PostParams::default(), &config_map("after"))
+        .await
+        .expect("a write after the restart");
+    let resumed = raw_request(
+        &raw,
+        "GET",
+        &format!(
+            "/api/v1/namespaces/{ns}/configmaps?watch=1&resourceVersion={old_rv}&timeoutSeconds=2"
+        ),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(resumed.status, 200, "the resumed watch is accepted");
+    assert!(
+        resumed.text.contains(r#""type":"ERROR""#)
+            && resumed.text.contains(r#""code":410"#)
+            && resumed.text.contains("too old resource version"),
+        "then ended by a 410: {}",
+        resumed.text
+    );
+
+    let ready = Instant::now();
+    crate::support::wait_until(
+        Duration::from_secs(10),
+        "/readyz ok after the start-up",
+        || {
+            let raw = raw.clone();
+            async move { raw_request(&raw, "GET", "/readyz", None, None).await.text == "ok" }
+        },
+    )
+    .await;
+    let custom = raw_request(
+        &raw,
+        "GET",
+        &format!("/apis/{group}/v1/namespaces/{ns}/gizmos"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        custom.status, 200,
+        "custom resources served once started: {}",
+        custom.text
+    );
+    eprintln!(
+        "restart: /readyz ok {:?} after the custom resources' 503",
+        ready.elapsed()
+    );
+    crate::support::delete_crd(&env.client(), &format!("gizmos.{group}")).await;
+    env.cleanup().await;
+}

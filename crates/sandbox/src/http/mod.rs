@@ -62,6 +62,8 @@ pub struct App {
     pub version: Value,
     /// Requests received, answered or not (what a test reads to see a client's request rate).
     pub requests: std::sync::atomic::AtomicU64,
+    /// What the server answers while it starts again after a restart.
+    pub start_up: crate::startup::StartUp,
 }
 
 /// The axum router: everything goes through one handler, since Kubernetes paths are a grammar
@@ -92,6 +94,9 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     {
         return response;
     }
+    if let Some(response) = starting(&app, parts.uri.path()) {
+        return response;
+    }
     if let Some((verb, resource)) = verb_and_resource(&parts.method, parts.uri.path(), &query) {
         let decision = app.faults.decide(verb, &resource);
         if !decision.latency.is_zero() {
@@ -111,6 +116,38 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     ) {
         Ok(response) => response,
         Err(e) => error_response(&e),
+    }
+}
+
+/// What a server that is starting again answers instead of serving (see `crate::startup`): its
+/// health endpoints fail, and custom resources are refused until their paths are installed.
+fn starting(app: &App, path: &str) -> Option<Response> {
+    match request::parse_path(path) {
+        Endpoint::Health => {
+            let endpoint = path
+                .trim_start_matches('/')
+                .split('/')
+                .next()
+                .unwrap_or("healthz");
+            let body = app.start_up.failing_body(endpoint)?;
+            let mut r = Response::new(Body::from(body));
+            *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            r.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            Some(r)
+        }
+        Endpoint::Resource(rp) if app.start_up.custom_resources_pending() => {
+            let custom = app
+                .store
+                .read()
+                .registry
+                .get(&rp.group, &rp.version, &rp.resource)
+                .is_some_and(|info| info.crd.is_some());
+            custom.then(|| error_response(&ApiError::paths_not_installed()))
+        }
+        _ => None,
     }
 }
 

@@ -40,6 +40,11 @@ impl Supervisor {
                 }
                 Some(Control::Start(ack)) => match tokio::net::TcpListener::bind(self.addr).await {
                     Ok(bound) => {
+                        // As a restarted kube-apiserver: its own writes, then its watch cache
+                        // starting afresh (watches resumed from before get 410 Expired), and
+                        // its start-up (see `crate::startup`).
+                        crate::startup::restart(&self.app.store);
+                        self.app.start_up.restarted();
                         listener = Some(bound);
                         let _ = ack.send(Ok(()));
                     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use vigil_controllers::registry::{self, ControllerFlags, Setup, Shared};
-use vigil_runtime::Manager;
 use vigil_runtime::leader::{LeaderElectionConfig, unique_identity};
+use vigil_runtime::{Manager, ShutdownSignals};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -84,6 +84,10 @@ pub(crate) async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    // First: a SIGTERM during start-up (a pod deleted as it starts) must end in a graceful
+    // shutdown that releases the Lease, so the handlers are in place before `/readyz` serves
+    // and before the Lease is campaigned for (see `vigil_runtime::signals`).
+    let signals = ShutdownSignals::install().context("installing the signal handlers")?;
     for name in &args.controllers {
         anyhow::ensure!(
             registry::find(name).is_some(),
@@ -109,6 +113,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .metrics_addr(args.metrics_addr)
         .leader_election(election)
         .shutdown_timeout(args.shutdown_timeout)
+        .signals(signals)
         .build()
         .await
         .context("starting the manager")?;

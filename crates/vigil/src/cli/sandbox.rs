@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use vigil_kubelet::{Kubelet, KubeletConfig};
+use vigil_runtime::ShutdownSignals;
 use vigil_sandbox::{KubeVersion, Sandbox, SandboxConfig};
 
 #[derive(Debug, clap::Args)]
@@ -43,6 +44,9 @@ pub struct SandboxArgs {
 }
 
 pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
+    // First: a SIGTERM from the moment the ready line can be read must stop the sandbox
+    // gracefully, not meet the default action (see `vigil_runtime::signals`).
+    let mut signals = ShutdownSignals::install().context("installing the signal handlers")?;
     // A closed output stops the sandbox as SIGTERM does: its data directory is cleaned up.
     crate::output::stop_when_closed();
     let config = SandboxConfig {
@@ -82,7 +86,11 @@ pub async fn run(args: SandboxArgs) -> anyhow::Result<()> {
         ),
         None => say!("sandbox ready at {}", sandbox.url()),
     }
-    wait_for_signal().await?;
+    tokio::select! {
+        () = signals.recv() => {}
+        // The reader of our output went away (`vigil sandbox | head -1`): stop as on SIGTERM.
+        () = crate::output::closed() => {}
+    }
     tracing::info!("stopping the sandbox");
     if let Some(kubelet) = kubelet {
         kubelet.stop().await;
@@ -96,16 +104,4 @@ async fn client_for(sandbox: &Sandbox) -> anyhow::Result<kube::Client> {
     let kubeconfig = kube::config::Kubeconfig::from_yaml(&sandbox.kubeconfig())?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
     Ok(kube::Client::try_from(config)?)
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
-        _ = term.recv() => {}
-        // The reader of our output went away (`vigil sandbox | head -1`): stop as on SIGTERM.
-        _ = crate::output::closed() => {}
-    }
-    Ok(())
 }

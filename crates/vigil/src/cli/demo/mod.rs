@@ -8,7 +8,7 @@ mod narration;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -17,13 +17,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 use vigil_apis::CriticalService;
 use vigil_controllers::critical_service::controller;
 use vigil_controllers::critical_service::model::{Settings, TemplateKey};
 use vigil_kubelet::{Kubelet, KubeletConfig};
-use vigil_runtime::Manager;
+use vigil_runtime::{Manager, ShutdownSignals};
 use vigil_sandbox::{Sandbox, SandboxConfig};
 
 use narration::{step, until};
@@ -82,6 +81,10 @@ fn in_process(
 }
 
 pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
+    // First: from its first line on, SIGTERM and Ctrl-C stop the demo through its clean-up,
+    // never through the default action that would leave a provisioned cluster behind (see
+    // `vigil_runtime::signals`).
+    let mut signals = ShutdownSignals::install().context("installing the signal handlers")?;
     // A closed output must not end the demo before it has deleted what it provisioned.
     crate::output::stop_when_closed();
     let sandbox = Sandbox::start(SandboxConfig {
@@ -102,7 +105,84 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
         sandbox.url(),
         args.kubeconfig_out.display()
     );
+    let clusters_root =
+        std::env::temp_dir().join(format!("vigil-demo-clusters-{}", std::process::id()));
+    let played = tokio::select! {
+        played = play(&args, &client, started, &clusters_root) => Some(played),
+        () = signals.recv() => None,
+        // `vigil demo | head`: the reader is gone, clean up as on SIGTERM.
+        () = crate::output::closed() => None,
+    };
+    let played = match played {
+        Some(Ok(played)) => played,
+        Some(Err(e)) => {
+            stop_everything(kubelet, sandbox, &clusters_root).await;
+            return Err(e);
+        }
+        None => {
+            tracing::info!("stopped before the scenario's end: cleaning up");
+            stop_everything(kubelet, sandbox, &clusters_root).await;
+            let _ = std::fs::remove_file(&args.cluster_kubeconfig_out);
+            return Ok(());
+        }
+    };
 
+    if !args.exit {
+        say!(
+            "\nexplore: kubectl --kubeconfig {} get crisvc,kc,pods,endpoints,secrets",
+            args.kubeconfig_out.display()
+        );
+        say!(
+            "         kubectl --kubeconfig {} version   (the provisioned cluster; Ctrl-C to stop)",
+            args.cluster_kubeconfig_out.display()
+        );
+        // SIGTERM cleans up exactly as Ctrl-C does: the cluster is deleted through Vigil.
+        tokio::select! {
+            () = signals.recv() => {}
+            // `vigil demo | head`: the reader is gone, clean up as on SIGTERM.
+            () = crate::output::closed() => {}
+        }
+    }
+    played.act.finish(started).await?;
+    let _ = std::fs::remove_file(&args.cluster_kubeconfig_out);
+    let _ = played.stop.send(true);
+    let _ = played.operator.await;
+    kubelet.stop().await;
+    sandbox.shutdown().await;
+    Ok(())
+}
+
+/// What the scenario leaves running until the demo stops.
+struct Played {
+    /// Stops the in-process CriticalService operator.
+    stop: watch::Sender<bool>,
+    operator: tokio::task::JoinHandle<()>,
+    /// The provisioned cluster and its controller.
+    act: cluster::ClusterAct,
+}
+
+/// Stops the demo when its scenario did not finish (an error, or a signal in the middle): the
+/// API first, so that no controller provisions anything more, then whatever cluster came up,
+/// which must not outlive the demo.
+async fn stop_everything(kubelet: Kubelet, sandbox: Sandbox, clusters_root: &Path) {
+    kubelet.stop().await;
+    sandbox.shutdown().await;
+    if let Ok(local) = vigil_provider::local::LocalProvider::new(
+        vigil_provider::local::LocalConfig::new(clusters_root, "vigil"),
+    ) {
+        local.kill_all();
+    }
+    let _ = std::fs::remove_dir_all(clusters_root);
+}
+
+/// The article's scenario, then the KubernetesCluster act.
+async fn play(
+    args: &DemoArgs,
+    client: &kube::Client,
+    started: Instant,
+    clusters_root: &Path,
+) -> anyhow::Result<Played> {
+    let client = client.clone();
     // Install: the CRD and the fallback's PodTemplate (the article's nginx).
     Api::<CustomResourceDefinition>::all(client.clone())
         .create(&PostParams::default(), &CriticalService::crd())
@@ -207,56 +287,16 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<()> {
     );
 
     // The second act: a Kubernetes cluster provisioned from the article's manifest.
-    let clusters_root =
-        std::env::temp_dir().join(format!("vigil-demo-clusters-{}", std::process::id()));
     let act = cluster::play(
         &client,
         started,
-        &clusters_root,
+        clusters_root,
         &args.cluster_kubeconfig_out,
     )
-    .await;
-    let act = match act {
-        Ok(act) => act,
-        Err(e) => {
-            // Whatever came up must not outlive the demo.
-            if let Ok(local) = vigil_provider::local::LocalProvider::new(
-                vigil_provider::local::LocalConfig::new(&clusters_root, "vigil"),
-            ) {
-                local.kill_all();
-            }
-            let _ = std::fs::remove_dir_all(&clusters_root);
-            return Err(e);
-        }
-    };
-
-    if !args.exit {
-        // Listen before saying so: a SIGTERM right after the line (a supervisor, a test, `kill`)
-        // must reach the handler, not the default action that would leave the cluster behind.
-        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-        let mut interrupt =
-            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-        say!(
-            "\nexplore: kubectl --kubeconfig {} get crisvc,kc,pods,endpoints,secrets",
-            args.kubeconfig_out.display()
-        );
-        say!(
-            "         kubectl --kubeconfig {} version   (the provisioned cluster; Ctrl-C to stop)",
-            args.cluster_kubeconfig_out.display()
-        );
-        // SIGTERM cleans up exactly as Ctrl-C does: the cluster is deleted through Vigil.
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = term.recv() => {}
-            // `vigil demo | head`: the reader is gone, clean up as on SIGTERM.
-            _ = crate::output::closed() => {}
-        }
-    }
-    act.finish(started).await?;
-    let _ = std::fs::remove_file(&args.cluster_kubeconfig_out);
-    let _ = stop.send(true);
-    let _ = operator.await;
-    kubelet.stop().await;
-    sandbox.shutdown().await;
-    Ok(())
+    .await?;
+    Ok(Played {
+        stop,
+        operator,
+        act,
+    })
 }
