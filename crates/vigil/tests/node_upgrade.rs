@@ -249,7 +249,6 @@ fn host_micros(t: SystemTime) -> i64 {
 
 fn ms(micros: i64) -> String {
     // Micro- to milliseconds for printing; the precision lost is below what is measured.
-    #[allow(clippy::cast_precision_loss)]
     let ms = micros as f64 / 1000.0;
     format!("{ms:.0} ms")
 }

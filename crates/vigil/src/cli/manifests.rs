@@ -490,10 +490,12 @@ mod tests {
             .iter()
             .find(|o| o["kind"] == "PodDisruptionBudget")
             .expect("a PodDisruptionBudget");
-        assert_eq!(budget["spec"]["maxUnavailable"], 1, "a drain keeps a replica");
         assert_eq!(
-            budget["spec"]["selector"],
-            deploy["spec"]["selector"],
+            budget["spec"]["maxUnavailable"], 1,
+            "a drain keeps a replica"
+        );
+        assert_eq!(
+            budget["spec"]["selector"], deploy["spec"]["selector"],
             "it covers the Deployment's pods"
         );
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
