@@ -15,7 +15,8 @@
 //!
 //! What it asserts: the leaving leader releases the Lease, the fallback appears and serves the
 //! Service's traffic, the rollout completes, and afterwards exactly one replica leads, one of the
-//! new pods (by the Lease and by each pod's `leader_election_master_status`).
+//! new pods (by the Lease and by each pod's `leader_election_master_status`); then a drain's
+//! evictions: the chart's default PodDisruptionBudget lets one replica go, not both.
 //!
 //! Needs a node (`../shared/kube/node-up.sh`), Vigil's image loaded into it (`.ci/image`,
 //! `VIGIL_TEST_IMAGE`), the node's containerd socket (`KUBE_NODE_CONTAINERD_SOCK`, for the new
@@ -33,8 +34,9 @@ use futures::StreamExt as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Client, Resource};
 use node_support::{diagnose, http_get, http_get_path, logs, node, split_image};
 use serde_json::json;
@@ -253,23 +255,43 @@ fn ms(micros: i64) -> String {
     format!("{ms:.0} ms")
 }
 
-/// A release record followed by the next holder: (release `renewTime`, holder, its
-/// `acquireTime`), all in µs since the epoch, from the Lease versions seen in order.
-fn handovers(seen: &[Seen]) -> Vec<(i64, String, i64)> {
+/// One handover of the Lease, in µs since the epoch.
+struct Handover {
+    /// The release record's `renewTime`: when the leaving leader let go.
+    released: i64,
+    /// The next holder's pod.
+    next: String,
+    /// Its `acquireTime`.
+    acquired: i64,
+    /// When the host saw the release, then the next holder (its own watch).
+    seen_released: i64,
+    seen_acquired: i64,
+}
+
+/// Each release record followed by the next holder, from the Lease versions seen in order.
+fn handovers(seen: &[Seen]) -> Vec<Handover> {
     let mut out = Vec::new();
-    let mut released_at: Option<i64> = None;
+    let mut release: Option<(i64, i64)> = None;
     for version in seen {
         let Some(spec) = version.lease.spec.as_ref() else {
             continue;
         };
+        let at = host_micros(version.at);
         match holder(&version.lease) {
-            None => released_at = spec.renew_time.as_ref().map(|t| micros(&t.0)),
+            None => release = spec.renew_time.as_ref().map(|t| (micros(&t.0), at)),
             Some(next) => {
-                if let (Some(released), Some(acquired)) = (
-                    released_at.take(),
+                if let (Some((released, seen_released)), Some(acquired)) = (
+                    release.take(),
                     spec.acquire_time.as_ref().map(|t| micros(&t.0)),
                 ) {
-                    out.push((released, next.to_owned(), acquired));
+                    out.push(Handover {
+                        released,
+                        // Identities are `<pod name>_<random>`.
+                        next: next.split('_').next().unwrap_or_default().to_owned(),
+                        acquired,
+                        seen_released,
+                        seen_acquired: at,
+                    });
                 }
             }
         }
@@ -366,7 +388,7 @@ async fn a_rolling_upgrade_hands_over_at_once_and_keeps_the_service() {
         .create(
             &PostParams::default(),
             &parse(json!({
-                "metadata": {"name": "frontend"},
+                "metadata": {"name": "frontend", "labels": {"role": "frontend"}},
                 "spec": {"selector": {"role": "frontend"}, "ports": [{"port": 80}]},
             })),
         )
@@ -469,16 +491,26 @@ async fn a_rolling_upgrade_hands_over_at_once_and_keeps_the_service() {
     }
     // The old leader has let go (it stopped acting before it released): the last backend goes
     // now, so the fallback can only come from the new leader.
+    let deleted_at = SystemTime::now();
     pods.delete(BACKEND, &DeleteParams::default().grace_period(0))
         .await
         .expect("delete the last backend pod");
-    let deleted_at = SystemTime::now();
     let fallback_at = match tokio::time::timeout(WAIT, fallback_seen).await {
         Ok(Ok(at)) => at,
-        _ => panic!(
-            "no fallback pod after the last backend went mid-upgrade\n{}",
-            diagnose(&client, &ns).await
-        ),
+        _ => {
+            let mut said = String::new();
+            for pod in vigil_pods(&pods, &release).await {
+                said.push_str(&format!(
+                    "{}:\n{}\n",
+                    name(&pod),
+                    logs(&client, &ns, &name(&pod)).await
+                ));
+            }
+            panic!(
+                "no fallback pod after the last backend went mid-upgrade\n{said}{}",
+                diagnose(&client, &ns).await
+            )
+        }
     };
     let upgraded = upgrade.await.expect("helm upgrade ran");
     if let Err(e) = upgraded {
@@ -502,7 +534,11 @@ async fn a_rolling_upgrade_hands_over_at_once_and_keeps_the_service() {
     })
     .await
     .expect("one leader");
-    assert_eq!(leaders, [leader.clone()], "the Lease's holder leads");
+    assert_eq!(
+        leaders.as_slice(),
+        std::slice::from_ref(&leader),
+        "the Lease's holder leads"
+    );
 
     recorder.abort();
     let seen = seen
@@ -511,12 +547,16 @@ async fn a_rolling_upgrade_hands_over_at_once_and_keeps_the_service() {
         .clone();
     let handovers = handovers(&seen);
     assert!(!handovers.is_empty(), "a handover took place");
-    let (first_release_at, _, _) = handovers[0];
+    let first_release_at = handovers[0].released;
     let gaps: Vec<String> = handovers
         .iter()
-        .map(|(released, next, acquired)| {
-            let next = next.split('_').next().unwrap_or_default();
-            format!("{} to {next}", ms(acquired - released))
+        .map(|h| {
+            format!(
+                "{} to {} (as the host saw it: {})",
+                ms(h.acquired - h.released),
+                h.next,
+                ms(h.seen_acquired - h.seen_released)
+            )
         })
         .collect();
     eprintln!(
@@ -528,11 +568,55 @@ async fn a_rolling_upgrade_hands_over_at_once_and_keeps_the_service() {
     );
     eprintln!(
         "node_upgrade: leaderless gap, first release -> fallback pod seen (the new leader acting \
-         on the last backend deleted at the release): {} (backend deleted {} after the release); \
-         {leader} leads after the rollout",
+         on the last backend deleted at the release): {} (the host sent the deletion {} after the \
+         release); {leader} leads after the rollout",
         ms(host_micros(fallback_at) - first_release_at),
         ms(host_micros(deleted_at) - first_release_at)
     );
+
+    // A node drain keeps a replica: the chart's default PodDisruptionBudget lets one of the two
+    // pods be evicted, and refuses the other until a replacement is Ready (seconds away: its
+    // container must start and its caches sync).
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &ns);
+    wait_for("the budget to allow one disruption", WAIT, || async {
+        let budget = budgets.get(&release).await.map_err(|e| e.to_string())?;
+        let status = budget.status.unwrap_or_default();
+        // Counted on the pods as they are now: both new ones Ready.
+        if status.disruptions_allowed == 1 && status.current_healthy == 2 {
+            Ok(Some(()))
+        } else {
+            Err(format!("{status:?}"))
+        }
+    })
+    .await
+    .expect("the chart's PodDisruptionBudget, by default");
+    // A client that reports a refusal (429) instead of retrying it, as kube's does by default
+    // (`kubectl drain` retries too; here the refusal itself is the outcome).
+    let mut config = env.config().await.expect("the node's client config");
+    config.default_retry = false;
+    let evictions: Api<Pod> = Api::namespaced(Client::try_from(config).expect("a client"), &ns);
+    let first_evicted = evictions
+        .evict(&name(&new[0]), &EvictParams::default())
+        .await;
+    assert!(
+        first_evicted.is_ok(),
+        "the first eviction: {first_evicted:?}"
+    );
+    let second_evicted = evictions
+        .evict(&name(&new[1]), &EvictParams::default())
+        .await;
+    if !matches!(&second_evicted, Err(kube::Error::Api(status)) if status.code == 429) {
+        let budget = budgets.get(&release).await.map(|b| b.status);
+        let states: Vec<String> = vigil_pods(&pods, &release)
+            .await
+            .iter()
+            .map(|p| format!("{} ready={}", name(p), is_ready(p)))
+            .collect();
+        panic!(
+            "the second eviction is not refused by the disruption budget: {second_evicted:?}; \
+             budget {budget:?}; pods {states:?}"
+        );
+    }
 
     criticals
         .delete(&critical, &DeleteParams::default())
