@@ -447,6 +447,59 @@ async fn a_released_lease_is_taken_long_before_the_next_retry() {
     env.cleanup().await;
 }
 
+/// A standby whose watch of the Lease fails retries it with a backoff, never in a hot loop, and
+/// still takes over by its poll, as before the watch existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_lease_watch_backs_off_and_the_poll_still_takes_over() {
+    let env = TestEnv::start().await.expect("test environment");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    sandbox.inject(Fault::fail("watch", "leases", 500, u64::MAX));
+    let leader = Replica::start(&env, "replica-a");
+    sample_until(&[&leader], 5 * LEASE_DURATION, "replica-a to lead", || {
+        leader.leading()
+    })
+    .await;
+    let (client, log) = env.recording_client().await.expect("recording client");
+    let config = LeaderElectionConfig {
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
+        ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, "replica-b")
+    };
+    let (elector, leadership) = LeaderElector::spawn(client, config);
+    let standby = Replica {
+        identity: "replica-b".to_owned(),
+        elector,
+        leadership,
+    };
+    let watching = Duration::from_secs(3);
+    tokio::time::sleep(watching).await;
+    let watches = log
+        .requests()
+        .iter()
+        .filter(|(method, uri)| method == "GET" && uri.contains("watch=true"))
+        .count();
+    // Backoff from 0.5 s doubling: 3 attempts in 3 s (one would mean the fault missed it); a
+    // hot loop would be hundreds.
+    assert!(
+        (2..=6).contains(&watches),
+        "{watches} watch requests in {watching:?}"
+    );
+    assert!(!standby.leading());
+
+    leader.elector.shutdown().await;
+    sample_until(
+        &[&standby],
+        2 * LEASE_DURATION,
+        "the standby to lead by its poll",
+        || standby.leading(),
+    )
+    .await;
+    standby.elector.shutdown().await;
+    env.cleanup().await;
+}
+
 /// The elector's requests, through a whole term (the Lease created and taken, renewed, then
 /// released on shutdown) and a standby's (which watches the Lease meanwhile), are exactly the
 /// verbs `vigil manifests` grants on Leases.

@@ -22,13 +22,17 @@ use crate::backoff::BackoffPolicy;
 /// The RBAC verb this needs on Leases, besides the elector's own (see `LEASE_VERBS`).
 pub(super) const WATCH_VERB: &str = "watch";
 
+/// A watch that lasted this long ended as watches do (the server's timeout, a restart): the next
+/// one starts at once. A shorter one counts as a failure, to back off from.
+const HEALTHY_WATCH: Duration = Duration::from_secs(1);
+
 /// How long the server may keep one watch open (kube's and client-go's reflector default is a
 /// random 5-10 min; a fixed bound is fine for a single object).
 const WATCH_TIMEOUT_SECONDS: u32 = 290;
 
-/// Restarting a watch that failed, or ended without telling anything: from half a second up to
-/// half a minute, never a hot loop against a server that refuses or is down (the retry-period
-/// poll covers the gap meanwhile).
+/// Restarting a watch that failed, or ended early: from half a second up to half a minute, never
+/// a hot loop against a server that refuses, is down, or closes every watch at once (the
+/// retry-period poll covers the gap meanwhile).
 const RESTART: BackoffPolicy = BackoffPolicy {
     base: Duration::from_millis(500),
     max: Duration::from_secs(30),
@@ -101,13 +105,14 @@ async fn run(
     let mut version = "0".to_owned();
     let mut failures: u32 = 0;
     loop {
+        let started = tokio::time::Instant::now();
         let outcome = watch_once(&api, &params, &mut version, &tx).await;
         match outcome {
-            Outcome::Told => {
+            Outcome::Ended if started.elapsed() >= HEALTHY_WATCH => {
                 failures = 0;
                 continue;
             }
-            Outcome::Silent => {}
+            Outcome::Ended => {}
             Outcome::Failed(error) => {
                 // Said once per streak: a Role without `watch` (an old RBAC) or an outage shows,
                 // without a line every backoff.
@@ -135,11 +140,8 @@ async fn run(
 
 /// How one watch request went.
 enum Outcome {
-    /// It delivered at least one event and ended normally: resume at once.
-    Told,
-    /// It ended without an event: back off a little before the next (a server that closes every
-    /// watch at once must not be hammered).
-    Silent,
+    /// It ended normally: resume from the last version seen.
+    Ended,
     /// It failed: back off, and start over from the current state.
     Failed(String),
 }
@@ -156,18 +158,15 @@ async fn watch_once(
         Err(e) => return Outcome::Failed(e.to_string()),
     };
     let mut stream = std::pin::pin!(stream);
-    let mut told = false;
     while let Some(event) = stream.next().await {
         match event {
             Ok(WatchEvent::Added(lease) | WatchEvent::Modified(lease)) => {
                 remember_version(version, &lease);
                 tx.send_replace(Some(Seen::Present(Box::new(lease))));
-                told = true;
             }
             Ok(WatchEvent::Deleted(lease)) => {
                 remember_version(version, &lease);
                 tx.send_replace(Some(Seen::Deleted));
-                told = true;
             }
             Ok(WatchEvent::Bookmark(bookmark)) => {
                 *version = bookmark.metadata.resource_version;
@@ -179,7 +178,7 @@ async fn watch_once(
             Err(e) => return Outcome::Failed(e.to_string()),
         }
     }
-    if told { Outcome::Told } else { Outcome::Silent }
+    Outcome::Ended
 }
 
 fn remember_version(version: &mut String, lease: &Lease) {
