@@ -11,8 +11,9 @@
 //!   period's; the watch only ever wakes the loop, every decision is taken on a fresh read).
 //!   Expiry is judged by the *local* clock: a record is considered expired
 //!   `leaseDurationSeconds` after this replica *saw it change*, never by comparing the remote
-//!   `renewTime` with our clock, so clock skew between nodes cannot make two replicas lead. Taking the Lease is an update carrying the `resourceVersion` that was read,
-//!   so of two candidates only one can win (the other gets 409 Conflict).
+//!   `renewTime` with our clock, so clock skew between nodes cannot make two replicas lead.
+//!   Taking the Lease is an update carrying the `resourceVersion` that was read, so of two
+//!   candidates only one can win (the other gets 409 Conflict).
 //! - **Renew.** The leader rewrites `renewTime` every `retry_period`. If no renewal succeeds for
 //!   `renew_deadline` (measured from the moment the last successful write was *sent*), it publishes
 //!   [`Leadership::Following`] and campaigns again. Because `renew_deadline < lease_duration`, it
