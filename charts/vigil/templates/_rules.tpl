@@ -208,6 +208,7 @@ enabled controllers.
   - get
   - create
   - update
+  - watch
 {{- end }}
 {{- define "vigil.rules.statusvault.coveredVerbs" }}
 - get

@@ -131,7 +131,22 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
             json!([{"name": "status-vault", "mountPath": "/var/lib/vigil"}]);
     }
     out.push(deploy);
+    out.push(disruption_budget(args, &labels));
     Ok(out)
+}
+
+/// At most one of the two replicas evicted at a time: a node drain keeps one running to take
+/// over the Lease (maxUnavailable rather than minAvailable: it stays meetable at any replica
+/// count, and means the same with two).
+fn disruption_budget(args: &ManifestsArgs, labels: &Value) -> Value {
+    json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": NAME, "namespace": args.namespace, "labels": labels},
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+        },
+    })
 }
 
 /// The optional permission sets of `controller` that the flags ask for.
@@ -471,6 +486,18 @@ mod tests {
             .expect("deployment");
         let pod = &deploy["spec"]["template"]["spec"];
         assert_eq!(deploy["spec"]["replicas"], 2);
+        let budget = objects
+            .iter()
+            .find(|o| o["kind"] == "PodDisruptionBudget")
+            .expect("a PodDisruptionBudget");
+        assert_eq!(
+            budget["spec"]["maxUnavailable"], 1,
+            "a drain keeps a replica"
+        );
+        assert_eq!(
+            budget["spec"]["selector"], deploy["spec"]["selector"],
+            "it covers the Deployment's pods"
+        );
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
             pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
