@@ -132,15 +132,17 @@ async fn helm_upgrade_from_the_0_1_0_chart_succeeds_with_default_values() {
         panic!("{e}\n{}", diagnose(&client, &ns).await);
     }
     let upgrade = started.elapsed();
-    rolled_out(&deployments, &release, "vigil-0.2.0").await;
+    // The chart's version follows the crate's (the release that ships it).
+    let new_version = format!("vigil-{}", env!("CARGO_PKG_VERSION"));
+    rolled_out(&deployments, &release, &new_version).await;
     eprintln!(
-        "node_chart_upgrade: helm upgrade 0.1.0 -> 0.2.0 --wait returned after {:.1} s",
+        "node_chart_upgrade: helm upgrade from the 0.1.0 fixture to {new_version} --wait returned after {:.1} s",
         upgrade.as_secs_f64()
     );
     let history = helm
         .try_run(&["history", &release, "--namespace", &ns])
         .unwrap_or_default();
-    assert!(history.contains("vigil-0.2.0"), "{history}");
+    assert!(history.contains(&new_version), "{history}");
     if let Err(e) = helm.try_run(&["uninstall", &release, "--namespace", &ns, "--wait"]) {
         panic!("{e}");
     }
