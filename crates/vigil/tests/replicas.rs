@@ -6,7 +6,7 @@
 
 mod support;
 
-use support::{Proc, client, critical_service_setup, json, spawn_sandbox};
+use support::{Proc, client, critical_service_setup, holder, json, spawn_sandbox};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -93,17 +93,6 @@ async fn fallbacks(pods: &Api<Pod>) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt("vigil-leader")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty())
 }
 
 #[tokio::test]
