@@ -481,9 +481,20 @@ async fn objects_stored_as_v1alpha1_are_migrated_to_v1_with_nothing_lost() {
         }
     }
     let (again, _) = migrate(&kubeconfig);
-    assert_eq!(
-        again.matches("nothing to migrate").count(),
-        2,
+    // The two migrated CRDs are done; the others are at one version or, on a fresh sandbox, not
+    // installed at all (on a shared cluster, other tests installed them): either way no work.
+    for crd in [CLUSTERS.crd, TOPICS.crd] {
+        assert!(
+            again.contains(&format!(
+                "{crd}: storedVersions already [v1], nothing to migrate"
+            )),
+            "a second run has nothing to do: {again}"
+        );
+    }
+    assert!(
+        again.lines().all(|l| l.ends_with("nothing to migrate")
+            || l.ends_with("not installed, skipped")
+            || l.starts_with("migrated 0 objects")),
         "a second run has nothing to do: {again}"
     );
     let exposition = scrape(metrics).await;
