@@ -15,15 +15,15 @@
 //!   [`ControllerBuilder::triggers`] (object references from anywhere: a poll of an outside
 //!   system), every object when this replica's leadership changes (after the hooks given to
 //!   [`ControllerBuilder::on_leadership`]), and the objects whose reconciles failed when the
-//!   API server answers again after an outage (see [`crate::reachability`]);
+//!   API server answers again after an outage (see `reachability`, inside the crate);
 //! - **work-queue metrics** (`workqueue_*`, controller-runtime's names) for every trigger;
-//! - **the guarded reconcile** ([`crate::reconcile`]): only the leader acts, nothing is decided
+//! - **the guarded reconcile** (`reconcile_guard`, inside the crate): only the leader acts, nothing is decided
 //!   before every cache given to the builder has synced (they also make the
 //!   controller ready on `/readyz`), reconcile metrics, backoff reset on success;
 //! - **the error policy**: per-object exponential backoff; after ten failures in a row the
 //!   object is quarantined (retried every five minutes; [`ControllerBuilder::backoff`] sets
 //!   other timings and threshold), counted in
-//!   `vigil_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
+//!   `<prefix>_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
 //!   with [`ControllerBuilder::quarantine_condition`], a `Degraded=True` condition.
 //!
 //! Shared watches back off on their own, so the controller's own trigger back-off is off.
@@ -47,7 +47,7 @@ use crate::leader::Leadership;
 use crate::manager::Runtime;
 use crate::metrics::ControllerMetrics;
 use crate::queue::QueueTracker;
-use crate::reconcile::{Guard, guarded};
+use crate::reconcile_guard::{Guard, guarded};
 
 /// Reconciles running at once unless [`ControllerBuilder::concurrency`] says otherwise.
 pub const DEFAULT_CONCURRENCY: u16 = 16;
@@ -269,16 +269,41 @@ impl<K: Cached> ControllerBuilder<K> {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let (synced_tx, synced) = watch::channel(false);
-        // Every cache synced, once: what reconciles and `/readyz` wait for.
+        // Every cache synced, once: what reconciles and `/readyz` wait for. Until then `/readyz`
+        // says what blocks a cache, when something known does (its kind not served).
+        let caches = self.readiness;
         let readiness = futures::future::join_all(
-            self.readiness
-                .into_iter()
+            caches
+                .iter()
+                .cloned()
                 .map(|s| async move { s.wait().await }),
         );
         let runtime = self.runtime.clone();
         let name = self.name.clone();
         tokio::spawn(async move {
-            let ok = readiness.await.into_iter().all(|ok| ok);
+            let mut readiness = std::pin::pin!(readiness);
+            let ok = loop {
+                let blocked = caches.iter().find_map(Synced::blocked_by);
+                match &blocked {
+                    Some(reason) => runtime.set_not_ready(&name, reason),
+                    None => runtime.set_ready(&name, false),
+                }
+                let changes = caches
+                    .iter()
+                    .cloned()
+                    .map(|mut s| Box::pin(async move { s.blocked_changed().await }));
+                let changed = async move {
+                    // A stopped cache changes nothing more: only the readiness can end then.
+                    match futures::future::select_all(changes).await {
+                        (true, _, _) => {}
+                        (false, _, _) => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    done = &mut readiness => break done.into_iter().all(|ok| ok),
+                    () = changed, if !caches.is_empty() => {}
+                }
+            };
             let _ = synced_tx.send(ok);
             runtime.set_ready(&name, ok);
         });

@@ -234,7 +234,7 @@ impl LeaderElector {
 
     /// [`Self::spawn`], retrying a failed attempt at once (instead of after the retry period)
     /// when `recovered` changes: the API server answers, or serves, again after an outage or a
-    /// storm of refusals (see [`crate::reachability`]). A candidate that lost the Lease to a
+    /// storm of refusals (see `reachability`, inside the crate). A candidate that lost the Lease to a
     /// storm then leads again the moment the storm ends.
     pub fn spawn_with_recovery(
         client: kube::Client,

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Standbys (leader election on) run every controller too: their caches stay warm and their
-//! reconciles write nothing (see [`crate::reconcile`]), so a handover needs no re-list, only a
+//! reconciles write nothing (see `reconcile_guard`, inside the crate), so a handover needs no re-list, only a
 //! pass over every object (the controller builder reconciles all on becoming leader).
 
 use std::future::Future;
@@ -34,11 +34,11 @@ use crate::events::{EventNote, EventRecorder};
 use crate::health::{self, Health};
 use crate::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use crate::metrics::Metrics;
-use crate::shared::SharedWatches;
 use crate::signals::ShutdownSignals;
+use crate::watches::SharedWatches;
 
-/// Where controllers report their readiness: `/readyz`.
-type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
+/// Where controllers report their readiness, and why they are not ready: `/readyz`.
+type ReadySink = Arc<dyn Fn(&str, bool, Option<String>) + Send + Sync>;
 
 /// What a controller gets from the Manager. Cheap to clone.
 #[derive(Clone)]
@@ -51,6 +51,9 @@ pub struct Runtime {
     /// The product's name: prefix of field managers (`<name>-<controller>`).
     name: Arc<str>,
     ready: ReadySink,
+    /// What to tell a user whose cluster lacks a kind a cache needs (see
+    /// [`ManagerBuilder::missing_kind_hint`]), and the kinds already reported.
+    missing_kinds: Arc<MissingKinds>,
     stopped: watch::Receiver<bool>,
     /// Keeps an always-leading channel open while any handle lives (no election).
     _leading: Option<Arc<watch::Sender<Leadership>>>,
@@ -93,7 +96,31 @@ impl Runtime {
 
     /// Reports controller `name`'s readiness (its caches synced) on `/readyz`.
     pub fn set_ready(&self, name: &str, ready: bool) {
-        (self.ready)(name, ready);
+        (self.ready)(name, ready, None);
+    }
+
+    /// Reports controller `name` not ready on `/readyz`, saying why.
+    pub fn set_not_ready(&self, name: &str, reason: &str) {
+        (self.ready)(name, false, Some(reason.to_owned()));
+    }
+
+    /// A cache of `kind` cannot fill because the API does not serve it (its list answered
+    /// 404: a CRD not installed). Logs a warning naming the fix, once per kind and process;
+    /// returns the one-line reason `/readyz` shows.
+    pub(crate) fn kind_not_served(&self, kind: &str) -> String {
+        let reason = match &self.missing_kinds.hint {
+            Some(hint) => {
+                format!("the API server does not serve {kind} (is its CRD installed? {hint})")
+            }
+            None => format!("the API server does not serve {kind} (is its CRD installed?)"),
+        };
+        let first = (self.missing_kinds.reported.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(kind.to_owned());
+        if first {
+            tracing::warn!(%kind, "{reason}; waiting for it");
+        }
+        reason
     }
 
     /// Records `note` about `obj` with `action` (best effort: see [`crate::events`]).
@@ -109,9 +136,27 @@ impl Runtime {
     }
 
     /// Writes `desired` as `obj`'s status for controller `controller` if it differs from
-    /// `current`, with the controller's field manager (see [`crate::status::write`]); returns
-    /// the new `resourceVersion` if it wrote.
+    /// `current`, with the controller's field manager (see `status::write`, inside the crate);
+    /// returns the new `resourceVersion` if it wrote. Every field `current` has and `desired`
+    /// lacks is removed.
     pub async fn write_status<K, S>(
+        &self,
+        controller: &str,
+        obj: &K,
+        current: Option<&S>,
+        desired: &S,
+    ) -> Result<Option<String>, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        S: serde::Serialize + PartialEq,
+    {
+        self.write_status_with_lists(controller, obj, current, desired, &[])
+            .await
+    }
+
+    /// [`Self::write_status`], for a status whose cached copy may not show a list the server
+    /// still holds: each field named in `lists` that `desired` lacks is written as `[]`.
+    pub async fn write_status_with_lists<K, S>(
         &self,
         controller: &str,
         obj: &K,
@@ -169,6 +214,13 @@ impl Runtime {
     }
 }
 
+/// The kinds a cache found not served, each reported once, and the fix to name.
+#[derive(Debug, Default)]
+struct MissingKinds {
+    hint: Option<String>,
+    reported: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
 /// What the Manager's client is made from.
 enum ClientSource {
     /// A kubeconfig: the Manager builds the client, with request metrics.
@@ -187,9 +239,38 @@ pub struct ManagerBuilder {
     metrics: Option<Arc<Metrics>>,
     shutdown_timeout: Duration,
     signals: Option<ShutdownSignals>,
+    metrics_prefix: Option<String>,
+    reporting_instance: Option<String>,
+    missing_kind_hint: Option<String>,
 }
 
 impl ManagerBuilder {
+    /// What a user should do when a cache's kind is not served (its CRD not installed): logged
+    /// once per kind as a warning, and shown on `/readyz` beside the controller that waits
+    /// (`vigil run` says `install them: vigil manifests | kubectl apply --server-side -f -`).
+    /// Default: the warning and the reason, without a fix.
+    pub fn missing_kind_hint(mut self, hint: &str) -> Self {
+        self.missing_kind_hint = Some(hint.to_owned());
+        self
+    }
+
+    /// The prefix of the series only this runtime defines (`<prefix>_quarantined_objects`,
+    /// `<prefix>_shared_watch_*`, `<prefix>_rest_client_lists_total`…); controller-runtime's
+    /// and client-go's series keep their own names. Default: the Manager's name, with what a
+    /// metric name cannot hold turned into `_` (`foo-operator` → `foo_operator_…`). Ignored
+    /// when [`Self::metrics`] hands in a registry, which has its prefix already.
+    pub fn metrics_prefix(mut self, prefix: &str) -> Self {
+        self.metrics_prefix = Some(prefix.to_owned());
+        self
+    }
+
+    /// Which replica records the Events (their `reportingInstance`): in a cluster, the pod's
+    /// name, which the Downward API gives (`POD_NAME` in Vigil's chart). Default: none.
+    pub fn reporting_instance(mut self, instance: Option<String>) -> Self {
+        self.reporting_instance = instance;
+        self
+    }
+
     /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (port 0: any free port; see
     /// [`Manager::metrics_addr`]). Default: not served.
     pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
@@ -243,7 +324,8 @@ impl ManagerBuilder {
             (None, ClientSource::Config(_)) => Some(ShutdownSignals::install()?),
             (None, ClientSource::Client(_)) => None,
         };
-        let metrics = self.metrics.unwrap_or_else(Metrics::new);
+        let prefix = self.metrics_prefix.as_deref().unwrap_or(&self.name);
+        let metrics = self.metrics.unwrap_or_else(|| Metrics::new(prefix));
         let client = match self.client {
             ClientSource::Config(config) => crate::client::instrumented(*config, &metrics)
                 .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?,
@@ -288,13 +370,20 @@ impl ManagerBuilder {
         report_leadership(leadership.clone(), metrics.clone(), health.clone());
         let ready_health = health.clone();
         let runtime = Runtime {
-            recorder: EventRecorder::new(client.clone(), &self.name),
+            recorder: EventRecorder::new(client.clone(), &self.name, self.reporting_instance),
             name: self.name.into(),
             client,
             watches,
             metrics,
             leadership,
-            ready: Arc::new(move |name, ok| ready_health.set_ready(name, ok)),
+            ready: Arc::new(move |name, ok, reason| match (ok, reason) {
+                (false, Some(reason)) => ready_health.set_not_ready(name, Some(reason)),
+                (ok, _) => ready_health.set_ready(name, ok),
+            }),
+            missing_kinds: Arc::new(MissingKinds {
+                hint: self.missing_kind_hint,
+                reported: std::sync::Mutex::default(),
+            }),
             stopped,
             _leading: leading,
         };
@@ -325,7 +414,8 @@ pub struct Manager {
 
 impl Manager {
     /// A Manager named `name` for the cluster of `config`. The name is the product's, as the
-    /// cluster sees it: the Events' reporting controller and the prefix of field managers.
+    /// cluster sees it: the Events' reporting controller, the prefix of field managers and,
+    /// unless [`ManagerBuilder::metrics_prefix`] says otherwise, of the runtime's own metrics.
     pub fn builder(name: &str, config: kube::Config) -> ManagerBuilder {
         Self::with_source(name, ClientSource::Config(Box::new(config)))
     }
@@ -346,6 +436,9 @@ impl Manager {
             metrics: None,
             shutdown_timeout: Duration::from_secs(25),
             signals: None,
+            metrics_prefix: None,
+            reporting_instance: None,
+            missing_kind_hint: None,
         }
     }
 

@@ -103,7 +103,7 @@ async fn apply(sync: &ConfigMapSync, ctx: &Context, plan: Plan) -> Result<Action
         return Ok(Action::await_change());
     };
     ctx.runtime
-        .write_status(
+        .write_status_with_lists(
             NAME,
             sync,
             sync.status.as_ref(),

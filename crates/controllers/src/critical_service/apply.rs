@@ -84,7 +84,7 @@ impl Writer {
         // does not even build the field manager's name.
         if current.as_ref() != Some(&plan.status) {
             let wrote = (self.runtime)
-                .write_status(NAME, cr, current.as_ref(), &plan.status, STATUS_LISTS)
+                .write_status_with_lists(NAME, cr, current.as_ref(), &plan.status, STATUS_LISTS)
                 .await?;
             if wrote.is_some() {
                 self.written.remember(cr, &plan.status);

@@ -325,7 +325,7 @@ async fn write_status(
     let base = assume_set(current);
     match ctx
         .runtime
-        .write_status(NAME, topic, Some(&base), status, &lists)
+        .write_status_with_lists(NAME, topic, Some(&base), status, &lists)
         .await
     {
         Ok(version) => Ok(version),

@@ -89,7 +89,7 @@ pub(super) async fn write_status(
     status: &KubernetesClusterStatus,
 ) -> Result<Option<String>, kube::Error> {
     ctx.runtime
-        .write_status(NAME, cluster, cluster.status.as_ref(), status, STATUS_LISTS)
+        .write_status_with_lists(NAME, cluster, cluster.status.as_ref(), status, STATUS_LISTS)
         .await
 }
 

@@ -20,7 +20,7 @@ use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::Runtime;
 use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::watches::SharedWatches;
 use vigil_vault::{Record, Saved};
 
 use super::NAME;

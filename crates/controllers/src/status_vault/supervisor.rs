@@ -209,7 +209,7 @@ impl Supervisor {
             // `resources` is sent even when empty (a merge patch leaves out what is absent).
             let written = self
                 .runtime
-                .write_status(
+                .write_status_with_lists(
                     NAME,
                     policy.as_ref(),
                     policy.status.as_ref(),

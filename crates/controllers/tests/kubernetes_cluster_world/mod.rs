@@ -90,7 +90,7 @@ impl World {
     /// restores), through `client`.
     pub fn run_with(&self, providers: Providers, vault: bool, client: Client) -> Running {
         let (stop, mut stopped) = watch::channel(false);
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let registry = metrics.clone();
         let vault_dir = self.dir.join("vault").display().to_string();
         let task = tokio::spawn(async move {

@@ -113,6 +113,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .metrics_addr(args.metrics_addr)
         .leader_election(election)
         .shutdown_timeout(args.shutdown_timeout)
+        .metrics_prefix("vigil")
+        .missing_kind_hint(
+            "install Vigil's CRDs: vigil manifests | kubectl apply --server-side -f -",
+        )
+        .reporting_instance(std::env::var("POD_NAME").ok())
         .signals(signals)
         .build()
         .await

@@ -12,14 +12,14 @@
 //!
 //! Semantics a subscriber can rely on:
 //! - its stream is a kube-runtime watcher stream (`Init`, `InitApply`…, `InitDone`, then
-//!   `Apply`/`Delete`), so reflectors, indexes and [`crate::namespaces::merge`] take it as is;
+//!   `Apply`/`Delete`), so reflectors, indexes and the per-namespace merge take it as is;
 //! - a subscriber that joins a running watch needs the current state: unless the watch's list
 //!   has not answered yet (then it just joins, with an `Init` of its own), the watch relists,
 //!   and the subscribers already there see an ordinary relist (their caches are level-based);
 //! - the watch backs off on errors itself (kube-runtime's default backoff) and forwards each
 //!   error, so subscribers log it but need no backoff of their own; when the server gave no
 //!   answer, or answered "not now" (a 5xx, a 429), the back-off ends the moment it answers, or
-//!   serves the failing request, again (see [`crate::reachability`]);
+//!   serves the failing request, again (see `reachability`, inside the crate);
 //! - delivery is lossless: a subscriber's queue is bounded, and a full one makes the watch wait
 //!   (as kube-runtime's shared streams do), so a subscriber must keep polling its stream;
 //! - the watch stops when its last subscriber drops its stream.
@@ -233,15 +233,15 @@ impl SharedWatches {
         &self.reachability
     }
 
-    /// Exposes `vigil_shared_watch_subscribers` and `vigil_shared_watch_starts_total`.
+    /// Exposes `<prefix>_shared_watch_subscribers` and `<prefix>_shared_watch_starts_total`.
     pub fn register_metrics(&self, metrics: &Metrics) {
         metrics.register(
-            "vigil_shared_watch_subscribers",
+            &metrics.product_name("shared_watch_subscribers"),
             "Caches fed by each shared watch (one API watch per resource and namespace)",
             self.metrics.subscribers.clone(),
         );
         metrics.register(
-            "vigil_shared_watch_starts",
+            &metrics.product_name("shared_watch_starts"),
             "Times each shared watch listed and started watching (first start and relists)",
             self.metrics.starts.clone(),
         );
@@ -411,7 +411,7 @@ enum Delivered {
 /// The watcher is polled without kube-runtime's `StreamBackoff`: this loop backs off itself
 /// (with the same default back-off, and never sooner than a 429's `Retry-After`), so that the
 /// wait can end early when the server answers again after an outage, or serves again after
-/// refusals (see [`crate::reachability`]).
+/// refusals (see `reachability`, inside the crate).
 #[allow(clippy::too_many_arguments)] // one task's whole state, passed once
 async fn run_watch(
     client: Client,
@@ -562,7 +562,7 @@ async fn run_watch(
     subscriber_gauge.set(0);
 }
 
-/// The probe of a watch refused by the server (see [`crate::reachability`]): a request of the
+/// The probe of a watch refused by the server (see `reachability`, inside the crate): a request of the
 /// kind that failed, on the watch's own resource, namespace and selectors (so also the same
 /// permissions).
 #[derive(Clone)]
