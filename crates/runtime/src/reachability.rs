@@ -206,6 +206,9 @@ impl Reachability {
         if self.probing.swap(true, Ordering::AcqRel) {
             return;
         }
+        tracing::warn!(
+            "the API server does not answer: watches and reconciles wait, probing it every {PROBE_INTERVAL:?}"
+        );
         let this = self.clone();
         tokio::spawn(async move {
             loop {

@@ -71,14 +71,23 @@ enum Command {
 /// Parses `250ms`, `2s` or `1m`: the durations of every flag.
 pub(crate) use vigil_controllers::registry::parse_duration;
 
+/// kube-client logs every request that got no answer at ERROR, whoever made it and whatever
+/// follows. Those are waits Vigil expects and handles (an API server restarting, a provisioned
+/// cluster's server starting), reported by Vigil itself at the level they deserve (the runtime's
+/// reachability WARN, a cluster's `Provisioning` phase); ERROR is kept for what a user must act
+/// on. `RUST_LOG` still shows them (`RUST_LOG=info,kube_client=debug`).
+const QUIET_BY_DEFAULT: &str = "kube_client::client::builder=off";
+
 fn init_tracing() {
     // RUST_LOG wins; the article's LOG_LEVEL works too.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         let level = std::env::var("LOG_LEVEL")
             .map(|l| l.to_lowercase())
             .unwrap_or_else(|_| "info".into());
-        tracing_subscriber::EnvFilter::try_new(&level)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        tracing_subscriber::EnvFilter::try_new(format!("{level},{QUIET_BY_DEFAULT}"))
+            .unwrap_or_else(|_| {
+                tracing_subscriber::EnvFilter::new(format!("info,{QUIET_BY_DEFAULT}"))
+            })
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
