@@ -62,6 +62,8 @@ pub struct Capture {
     pub queue: Arc<CaptureQueue>,
     pub restorer: Arc<Restorer>,
     pub leadership: watch::Receiver<Leadership>,
+    /// Runs the vault's one-off tasks (a restore, tombstones after a relist) until shutdown.
+    pub runtime: Runtime,
     /// Called after each successful save (set once, before the vault runs).
     pub on_saved: std::sync::OnceLock<SavedHook>,
     /// `vigil_status_vault_records_written_total`.
@@ -96,6 +98,7 @@ impl Capture {
             queue,
             restorer,
             leadership,
+            runtime: runtime.clone(),
             on_saved: std::sync::OnceLock::new(),
             written: Counter::default(),
             capture_lag: Histogram::new(CAPTURE_LAG_BUCKETS),
@@ -169,7 +172,7 @@ pub async fn watch_kind(capture: Arc<Capture>, kind: ResourceKind, ar: ApiResour
                 }
                 if first_list {
                     first_list = false;
-                    tokio::spawn(tombstone_vanished(
+                    capture.runtime.spawn(tombstone_vanished(
                         capture.clone(),
                         kind.clone(),
                         relisted.clone(),
@@ -223,7 +226,7 @@ fn observe(capture: &Arc<Capture>, kind: &ResourceKind, ar: &ApiResource, obj: &
         RestoreStep::None => {}
         RestoreStep::Restore => {
             if capture.restorer.first_attempt(&now.uid) {
-                tokio::spawn(restore::restore_in_background(
+                capture.runtime.spawn(restore::restore_in_background(
                     capture.restorer.clone(),
                     ar.clone(),
                     now.namespace.clone(),
@@ -236,7 +239,7 @@ fn observe(capture: &Arc<Capture>, kind: &ResourceKind, ar: &ApiResource, obj: &
             // The object has its status (kept, or just restored): tell other operators to go
             // ahead.
             let (restorer, ar, obj) = (capture.restorer.clone(), ar.clone(), obj.clone());
-            tokio::spawn(async move {
+            capture.runtime.spawn(async move {
                 restore::restore_once(&restorer, &ar, &obj).await;
             });
         }

@@ -36,6 +36,13 @@ pub use restore::{RestoreOutcome, StatusRestorer};
 /// Name of the controller in metrics, logs and Events.
 pub const NAME: &str = "statusvault";
 
+/// Locks one of the vault's shared maps, sets or queues. Each is changed by single inserts and
+/// removes, so a panic elsewhere cannot leave one half-updated: a poisoned lock is taken as is
+/// rather than failing every later capture.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// What this controller's code does with the API, for its own kinds. The kinds policies cover
 /// are only known at install time: `vigil manifests --status-vault-resources` adds, for each,
 /// get/list/watch on the resource, patch on the resource (the restore annotations) and

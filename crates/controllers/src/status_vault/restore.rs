@@ -61,11 +61,6 @@ pub struct Restorer {
     warned: Mutex<HashSet<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Plain sets: a panic elsewhere cannot leave them half-updated.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Restorer {
     pub fn new(
         client: Client,
@@ -91,17 +86,17 @@ impl Restorer {
 
     /// Whether this is the first restore attempt for an object (uid) since it was last seen.
     pub fn first_attempt(&self, uid: &str) -> bool {
-        lock(&self.attempts).insert(uid.to_owned())
+        super::lock(&self.attempts).insert(uid.to_owned())
     }
 
     /// The object is gone (or its restore ended unfinished): a later one starts afresh.
     pub fn forget_attempt(&self, uid: &str) {
-        lock(&self.attempts).remove(uid);
+        super::lock(&self.attempts).remove(uid);
     }
 
     /// Whether a warning (by key) is reported for the first time.
     fn first_warning(&self, key: &str) -> bool {
-        lock(&self.warned).insert(key.to_owned())
+        super::lock(&self.warned).insert(key.to_owned())
     }
 }
 
