@@ -11,4 +11,5 @@ pub mod kafka_topic;
 pub mod kubernetes_cluster;
 pub mod permissions;
 pub mod registry;
+pub mod slim;
 pub mod status_vault;

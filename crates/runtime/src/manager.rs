@@ -135,6 +135,18 @@ impl Runtime {
             .await;
     }
 
+    /// Records each of `notes`, in order, about `obj` with `action` (best effort).
+    pub async fn events<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        notes: &[EventNote],
+        action: &str,
+    ) {
+        self.recorder
+            .publish_all(&obj.object_ref(&()), notes, action)
+            .await;
+    }
+
     /// Writes `desired` as `obj`'s status for controller `controller` if it differs from
     /// `current`, with the controller's field manager (see `status::write`, inside the crate);
     /// returns the new `resourceVersion` if it wrote. Every field `current` has and `desired`

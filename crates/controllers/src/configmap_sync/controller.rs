@@ -38,7 +38,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     // Namespaces are few and read whole (labels): no index.
     let namespaces = runtime
         .cache::<Namespace>()
-        .slim(cache::slim_namespace)
+        .slim(crate::slim::namespace)
         .build();
     let secrets = settings.secrets.then(|| {
         let secrets = runtime.cache::<Secret>().slim(cache::slim_secret);

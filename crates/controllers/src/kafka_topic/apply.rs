@@ -7,18 +7,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Resource as _, ResourceExt as _};
 use vigil_apis::kafka_topic::{Topic, TopicStatus};
 use vigil_kafka::Admin;
 use vigil_runtime::{Runtime, finalizer};
 
 use super::NAME;
 use super::decide::{
-    self, BrokerOp, EventNote, FINALIZER, Failure, Inputs, Observation, Plan, TopicView, Written,
-    decide,
+    self, BrokerOp, FINALIZER, Failure, Inputs, Observation, Plan, TopicView, Written, decide,
 };
 use super::metrics::Metrics;
 use super::model::{CredentialsError, Error, Settings};
@@ -224,7 +223,7 @@ async fn write(
             }
         }
     }
-    publish(ctx, topic, &plan.events).await;
+    ctx.runtime.events(topic, &plan.events, "Reconcile").await;
     Ok((written, cause))
 }
 
@@ -238,7 +237,7 @@ async fn finish(
     plan: Plan,
     cause: Option<Cause>,
 ) -> Result<Action, Error> {
-    publish(ctx, topic, &plan.events).await;
+    ctx.runtime.events(topic, &plan.events, "Reconcile").await;
     if plan.remove_finalizer && plan.failure.is_none() {
         ctx.forget_settled(&ObjectRef::from_obj(topic));
         return Ok(Action::await_change());
@@ -347,11 +346,4 @@ fn assume_set(current: Option<&TopicStatus>) -> TopicStatus {
     base.partitions.get_or_insert(0);
     base.replication_factor.get_or_insert(0);
     base
-}
-
-async fn publish(ctx: &Context, topic: &Topic, notes: &[EventNote]) {
-    ctx.runtime
-        .recorder()
-        .publish_all(&topic.object_ref(&()), notes, "Reconcile")
-        .await;
 }

@@ -13,8 +13,8 @@ use vigil_provider::{ClusterProvider, ProviderCluster, ProviderError};
 
 use super::NAME;
 use super::model::{
-    CLUSTER_NAME_LABEL, Call, EventNote, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY,
-    KUBECONFIG_LABEL, KUBECONFIG_SECRET_TYPE, Plan, kubeconfig_secret_name,
+    CLUSTER_NAME_LABEL, Call, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
+    KUBECONFIG_SECRET_TYPE, Plan, kubeconfig_secret_name,
 };
 use super::observe::cached_kubeconfig_hash;
 use super::reconcile::{Context, Error};
@@ -78,7 +78,7 @@ pub(super) async fn write_plan(
         ensure_kubeconfig_secret(ctx, cluster, kubeconfig).await?;
     }
     write_status_best_effort(ctx, cluster, &plan.status, !answered).await?;
-    publish(ctx, cluster, &plan.events).await;
+    ctx.runtime.events(cluster, &plan.events, "Reconcile").await;
     Ok(())
 }
 
@@ -189,12 +189,4 @@ fn kubeconfig_secret(
         ),
         ..Default::default()
     }
-}
-
-/// Records the plan's Events about `cluster`.
-pub(super) async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]) {
-    ctx.runtime
-        .recorder()
-        .publish_all(&cluster.object_ref(&()), notes, "Reconcile")
-        .await;
 }
