@@ -97,10 +97,25 @@ impl Synced {
     /// What keeps the cache from syncing, when something known does (the API does not serve its
     /// kind); `None` otherwise.
     pub fn blocked_by(&self) -> Option<String> {
-        self.blocked.borrow().clone()
+        self.blocked.borrow_and_update().clone()
     }
 
-    /// Resolves when [`Self::blocked_by`] may have changed; false once the cache has stopped.
+    /// A `Synced` driven by hand: its synced and blocking senders, and itself.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> (watch::Sender<bool>, watch::Sender<Option<String>>, Self) {
+        let (synced_tx, synced) = watch::channel(false);
+        let (blocked_tx, blocked) = watch::channel(None);
+        (synced_tx, blocked_tx, Self { synced, blocked })
+    }
+
+    /// [`Self::blocked_by`], marking it seen: [`Self::blocked_changed`] then waits for the next
+    /// change.
+    pub fn blocked_now(&mut self) -> Option<String> {
+        self.blocked.borrow_and_update().clone()
+    }
+
+    /// Resolves when what blocks the cache changes after it was last seen (see
+    /// [`Self::blocked_now`]); false once the cache has stopped.
     pub async fn blocked_changed(&mut self) -> bool {
         self.blocked.changed().await.is_ok()
     }

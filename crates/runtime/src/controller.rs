@@ -271,41 +271,16 @@ impl<K: Cached> ControllerBuilder<K> {
         let (synced_tx, synced) = watch::channel(false);
         // Every cache synced, once: what reconciles and `/readyz` wait for. Until then `/readyz`
         // says what blocks a cache, when something known does (its kind not served).
-        let caches = self.readiness;
-        let readiness = futures::future::join_all(
-            caches
-                .iter()
-                .cloned()
-                .map(|s| async move { s.wait().await }),
-        );
         let runtime = self.runtime.clone();
         let name = self.name.clone();
+        let caches = self.readiness;
         tokio::spawn(async move {
-            let mut readiness = std::pin::pin!(readiness);
-            let ok = loop {
-                let blocked = caches.iter().find_map(Synced::blocked_by);
-                match &blocked {
-                    Some(reason) => runtime.set_not_ready(&name, reason),
-                    None => runtime.set_ready(&name, false),
-                }
-                let changes = caches
-                    .iter()
-                    .cloned()
-                    .map(|mut s| Box::pin(async move { s.blocked_changed().await }));
-                let changed = async move {
-                    // A stopped cache changes nothing more: only the readiness can end then.
-                    match futures::future::select_all(changes).await {
-                        (true, _, _) => {}
-                        (false, _, _) => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    done = &mut readiness => break done.into_iter().all(|ok| ok),
-                    () = changed, if !caches.is_empty() => {}
-                }
-            };
+            let ok = track_readiness(caches, |ready, reason| match reason {
+                Some(reason) => runtime.set_not_ready(&name, &reason),
+                None => runtime.set_ready(&name, ready),
+            })
+            .await;
             let _ = synced_tx.send(ok);
-            runtime.set_ready(&name, ok);
         });
 
         let hooks = self.leadership_hooks;
@@ -352,6 +327,48 @@ impl<K: Cached> ControllerBuilder<K> {
             .for_each(|_| futures::future::ready(()))
             .await;
     }
+}
+
+/// Waits until every cache has synced (true) or one stopped first (false), reporting as it
+/// goes: `report(false, reason)` each time what blocks a cache changes (a kind not served),
+/// then `report(ok, None)` at the end. Each change is reported once.
+async fn track_readiness(mut caches: Vec<Synced>, report: impl Fn(bool, Option<String>)) -> bool {
+    let readiness = futures::future::join_all(
+        caches
+            .iter()
+            .cloned()
+            .map(|s| async move { s.wait().await }),
+    );
+    let mut readiness = std::pin::pin!(readiness);
+    let ok = loop {
+        // Read (and mark seen) what blocks each cache, then wait for the next change: a
+        // change not marked seen would wake the wait at once, for ever.
+        let blocked = caches
+            .iter_mut()
+            .map(Synced::blocked_now)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
+            .next();
+        report(false, blocked);
+        let changed = async {
+            if caches.is_empty() {
+                return std::future::pending().await;
+            }
+            let changes = caches.iter_mut().map(|s| Box::pin(s.blocked_changed()));
+            // A stopped cache changes nothing more: only the readiness can end then.
+            match futures::future::select_all(changes).await {
+                (true, _, _) => {}
+                (false, _, _) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = &mut readiness => break done.into_iter().all(|ok| ok),
+            () = changed => {}
+        }
+    };
+    report(ok, None);
+    ok
 }
 
 /// What the wrapped reconcile and the error policy share.
@@ -481,7 +498,37 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::with_causes;
+    use std::sync::Arc;
+
+    use super::{Synced, track_readiness, with_causes};
+
+    #[tokio::test]
+    async fn readiness_reports_each_blocking_change_once_then_the_verdict() {
+        let (synced_tx, blocked_tx, cache) = Synced::for_test();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = reports.clone();
+        let tracker = tokio::spawn(track_readiness(vec![cache], move |ok, reason| {
+            seen.lock().expect("reports").push((ok, reason));
+        }));
+        let settle = || async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        };
+        settle().await;
+        blocked_tx.send_replace(Some("kind not served".to_owned()));
+        settle().await;
+        blocked_tx.send_replace(None);
+        settle().await;
+        synced_tx.send_replace(true);
+        assert!(tracker.await.expect("the tracker"));
+        let reason = Some("kind not served".to_owned());
+        assert_eq!(
+            *reports.lock().expect("reports"),
+            [(false, None), (false, reason), (false, None), (true, None)],
+            "one report per change: a change left unseen would report in a loop"
+        );
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("API request failed")]
