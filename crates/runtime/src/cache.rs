@@ -97,7 +97,7 @@ impl Synced {
     /// What keeps the cache from syncing, when something known does (the API does not serve its
     /// kind); `None` otherwise.
     pub fn blocked_by(&self) -> Option<String> {
-        self.blocked.borrow_and_update().clone()
+        self.blocked.borrow().clone()
     }
 
     /// A `Synced` driven by hand: its synced and blocking senders, and itself.
