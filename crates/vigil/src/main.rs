@@ -9,8 +9,11 @@ mod output;
 
 mod cli;
 mod cluster_providers;
+#[cfg(test)]
+mod hosting_tests;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
+use vigil_controllers::registry::{self, Registration};
 
 /// `println!` that returns the write's error instead of panicking, for output that is piped:
 /// `vigil manifests | head -1` closes the pipe early, and [`main`] ends quietly on that.
@@ -69,7 +72,7 @@ enum Command {
 }
 
 /// Parses `250ms`, `2s` or `1m`: the durations of every flag.
-pub(crate) use vigil_controllers::registry::parse_duration;
+pub(crate) use registry::parse_duration;
 
 /// kube-client logs every request that got no answer at ERROR, whoever made it and whatever
 /// follows. Those are waits Vigil expects and handles (an API server restarting, a provisioned
@@ -95,16 +98,28 @@ fn init_tracing() {
         .init();
 }
 
+/// `vigil`'s command line for the controllers of `registry`: `run` gets their flags, `manifests`
+/// their optional permission sets and install flags.
+fn command(registry: &[Registration]) -> clap::Command {
+    Cli::command()
+        .mut_subcommand("run", |run| cli::run::with_controller_flags(run, registry))
+        .mut_subcommand("manifests", |manifests| {
+            cli::manifests::with_controller_flags(manifests, registry)
+        })
+}
+
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    // The controllers this binary hosts: one list, read by every command.
+    let hosted = registry::CONTROLLERS;
+    let cli = Cli::from_arg_matches(&command(hosted).get_matches()).unwrap_or_else(|e| e.exit());
     init_tracing();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Run(args) => cli::run::run(*args).await,
-            Command::Manifests(args) => cli::manifests::run(&args),
+            Command::Run(args) => cli::run::run(*args, hosted).await,
+            Command::Manifests(args) => cli::manifests::run(&args, hosted),
             Command::MigrateStorage(args) => cli::migrate_storage::run(args).await,
             Command::Sandbox(args) => cli::sandbox::run(args).await,
             Command::Demo(args) => cli::demo::run(args).await,

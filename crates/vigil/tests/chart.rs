@@ -141,7 +141,7 @@ fn lint_strict_passes() {
 }
 
 /// The generated list of enabled controllers, rendered by the real Helm in a throwaway chart
-/// around the generated `_rules.tpl`: a controller without a values block (a new one), or with
+/// around the generated templates: a controller without a values block (a new one), or with
 /// a block but no `enabled`, is enabled; `enabled: false` disables it. So adding a controller
 /// needs no values block for it to be installed.
 #[test]
@@ -163,11 +163,13 @@ fn a_controller_without_values_is_enabled_and_enabled_false_disables_it() {
          kubernetesCluster:\n  enabled: true\nkafkaTopic:\n  enabled: true\n",
     )
     .expect("values.yaml");
-    std::fs::copy(
-        chart_dir().join("templates/_rules.tpl"),
-        templates.join("_rules.tpl"),
-    )
-    .expect("the generated rules");
+    for generated in ["_rules.tpl", "_controllers.tpl"] {
+        std::fs::copy(
+            chart_dir().join("templates").join(generated),
+            templates.join(generated),
+        )
+        .expect("the generated templates");
+    }
     std::fs::write(
         templates.join("out.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  controllers: {{ include \"vigil.controllers\" . | quote }}\n",
