@@ -26,6 +26,7 @@ use vigil_vault::{Record, Saved};
 use super::NAME;
 use super::backends::Backends;
 use super::decide::{self, RestoreStep};
+use super::error::BackendError;
 use super::kinds::{Kinds, Name};
 use super::model::{
     BackendRef, ObjectView, PolicyView, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, Settings,
@@ -283,7 +284,10 @@ pub async fn capture_worker(capture: Arc<Capture>) {
             }
             let retention = capture.scope.retention_of(&key.0);
             let result = match capture.backends.vault(&key.0, retention).await {
-                Ok(vault) => vault.save(&record).await.map_err(|e| e.to_string()),
+                Ok(vault) => vault
+                    .save(&record)
+                    .await
+                    .map_err(|source| BackendError::vault(&key.0, source)),
                 Err(e) => Err(e),
             };
             match result {
@@ -297,7 +301,7 @@ pub async fn capture_worker(capture: Arc<Capture>) {
                 }
                 Err(error) => {
                     attempt = attempt.saturating_add(1);
-                    capture.backends.failed(&key.0, &error);
+                    capture.backends.failed(&key.0, &error.to_string());
                     let delay = RETRY.delay(attempt, rand_unit()).delay;
                     tracing::debug!(backend = %key.0.location, %error, ?delay, "capture failed; retrying");
                     tokio::time::sleep(delay).await;
