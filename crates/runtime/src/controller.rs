@@ -109,9 +109,11 @@ impl<K: Resource<DynamicType = ()>> TriggerFilter<K> {
 }
 
 impl Runtime {
-    /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `cache`,
-    /// triggered by each change to them, and by every object it holds when it starts.
-    pub fn controller<K: Cached>(&self, name: &str, cache: &Cache<K>) -> ControllerBuilder<K> {
+    /// A controller of the objects in `cache`, named after this handle's controller (metrics,
+    /// logs, `/readyz`, field manager: see [`Runtime::scoped`]), triggered by each change to
+    /// them, and by every object it holds when it starts.
+    pub fn controller<K: Cached>(&self, cache: &Cache<K>) -> ControllerBuilder<K> {
+        let name = self.name();
         let metrics = self.metrics().controller(name);
         let queue = QueueTracker::new(metrics.clone());
         let filter = Arc::new(Mutex::new(TriggerFilter::default()));
@@ -146,7 +148,7 @@ impl Runtime {
             readiness: vec![cache.synced()],
             concurrency: DEFAULT_CONCURRENCY,
             conditions: None,
-            field_manager: self.field_manager(name),
+            field_manager: self.field_manager(),
             event_action: "Reconcile".to_owned(),
             leadership_hooks: Vec::new(),
         }

@@ -3,7 +3,7 @@
 //!
 //! Start at [`Manager`] (client, caches, metrics, probes, election, Events, shutdown), [`Cache`]
 //! (a typed cache: `runtime.cache::<K>()…build()`) and [`ControllerBuilder`]
-//! (`runtime.controller(name, &cache).owns(&other)…run(reconcile, context)`);
+//! (`runtime.controller(&cache).owns(&other)…run(reconcile, context)`);
 //! `docs/runtime.md` walks through a whole controller, `examples/sample-controller` (an operator outside this workspace) is one.
 //!
 //! | module | job |

@@ -10,7 +10,7 @@
 //!     .build()
 //!     .await?;
 //! manager.add("foo", |runtime| async move {
-//!     // runtime.cache::<Foo>().build(), then runtime.controller("foo", &cache).run(…).await
+//!     // runtime.cache::<Foo>().build(), then runtime.controller(&cache).run(…).await
 //!     # let _ = runtime;
 //! });
 //! manager.run().await // until SIGTERM or SIGINT, then drains
@@ -50,6 +50,9 @@ pub struct Runtime {
     recorder: EventRecorder,
     /// The product's name: prefix of field managers (`<name>-<controller>`).
     name: Arc<str>,
+    /// The controller this handle serves ([`Manager::add`], [`Runtime::scoped`]); `None`: the
+    /// Manager's own handle.
+    controller: Option<Arc<str>>,
     ready: ReadySink,
     /// What to tell a user whose cluster lacks a kind a cache needs (see
     /// [`ManagerBuilder::missing_kind_hint`]), and the kinds already reported.
@@ -69,6 +72,20 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// This handle, serving controller `controller`: what it builds, writes and reports is named
+    /// after it ([`Manager::add`] hands each controller its own).
+    pub fn scoped(&self, controller: &str) -> Runtime {
+        Runtime {
+            controller: Some(controller.into()),
+            ..self.clone()
+        }
+    }
+
+    /// The name of the controller this handle serves; the Manager's name for its own handle.
+    pub fn name(&self) -> &str {
+        self.controller.as_deref().unwrap_or(&self.name)
+    }
+
     /// The API client (with request metrics when the Manager built it from a config).
     pub fn client(&self) -> &Client {
         &self.client
@@ -147,13 +164,11 @@ impl Runtime {
             .await;
     }
 
-    /// Writes `desired` as `obj`'s status for controller `controller` if it differs from
-    /// `current`, with the controller's field manager (see `status::write`, inside the crate);
-    /// returns the new `resourceVersion` if it wrote. Every field `current` has and `desired`
-    /// lacks is removed.
+    /// Writes `desired` as `obj`'s status if it differs from `current`, with this controller's
+    /// field manager (see `status::write`, inside the crate); returns the new `resourceVersion`
+    /// if it wrote. Every field `current` has and `desired` lacks is removed.
     pub async fn write_status<K, S>(
         &self,
-        controller: &str,
         obj: &K,
         current: Option<&S>,
         desired: &S,
@@ -162,7 +177,7 @@ impl Runtime {
         K: Resource<DynamicType = ()>,
         S: serde::Serialize + PartialEq,
     {
-        self.write_status_with_lists(controller, obj, current, desired, &[])
+        self.write_status_with_lists(obj, current, desired, &[])
             .await
     }
 
@@ -170,7 +185,6 @@ impl Runtime {
     /// still holds: each field named in `lists` that `desired` lacks is written as `[]`.
     pub async fn write_status_with_lists<K, S>(
         &self,
-        controller: &str,
         obj: &K,
         current: Option<&S>,
         desired: &S,
@@ -180,13 +194,17 @@ impl Runtime {
         K: Resource<DynamicType = ()>,
         S: serde::Serialize + PartialEq,
     {
-        let manager = self.field_manager(controller);
+        let manager = self.field_manager();
         crate::status::write(&self.client, obj, current, desired, lists, &manager).await
     }
 
-    /// The field manager of controller `controller`'s writes: `<manager name>-<controller>`.
-    pub fn field_manager(&self, controller: &str) -> String {
-        format!("{}-{controller}", self.name)
+    /// The field manager of this controller's writes: `<manager name>-<controller>` (the
+    /// Manager's name alone for its own handle).
+    pub fn field_manager(&self) -> String {
+        match &self.controller {
+            Some(controller) => format!("{}-{controller}", self.name),
+            None => self.name.to_string(),
+        }
     }
 
     /// Runs `task` until it ends or the process shuts down, whichever comes first.
@@ -384,6 +402,7 @@ impl ManagerBuilder {
         let runtime = Runtime {
             recorder: EventRecorder::new(client.clone(), &self.name, self.reporting_instance),
             name: self.name.into(),
+            controller: None,
             client,
             watches,
             metrics,
@@ -464,7 +483,8 @@ impl Manager {
         self.server.as_ref().map(|(addr, _)| *addr)
     }
 
-    /// Starts controller `name`: `run` gets the runtime and runs until its shutdown signal
+    /// Starts controller `name`: `run` gets the runtime, scoped to `name` (its controller, field
+    /// manager and status writes are named after it), and runs until its shutdown signal
     /// ([`Runtime::shutdown`]). `/readyz` lists `name`, not ready until the controller reports
     /// its caches synced.
     pub fn add<F, Fut>(&mut self, name: &str, run: F)
@@ -473,7 +493,7 @@ impl Manager {
         Fut: Future<Output = ()> + Send + 'static,
     {
         self.health.register(name);
-        let task = tokio::spawn(run(self.runtime.clone()));
+        let task = tokio::spawn(run(self.runtime.scoped(name)));
         self.controllers.push((name.to_owned(), task));
     }
 

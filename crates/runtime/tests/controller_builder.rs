@@ -92,7 +92,7 @@ async fn start(
             .namespaces(Some(&[namespace].into()))
             .labels(PROBE_LABEL)
             .build();
-        wire(runtime.controller(NAME, &config_maps))
+        wire(runtime.controller(&config_maps))
             .run(reconcile, context)
             .await;
     });

@@ -112,9 +112,7 @@ async fn an_optional_cache_of_an_unserved_kind_is_synced_and_fills_once_it_is_se
         let gadgets = rt.cache::<Gadget>().build();
         let reconcile =
             |_: Arc<Gadget>, _: Arc<()>| async { Ok::<_, std::io::Error>(Action::await_change()) };
-        rt.controller("gadgets", &gadgets)
-            .run(reconcile, Arc::new(()))
-            .await;
+        rt.controller(&gadgets).run(reconcile, Arc::new(())).await;
     });
     let reason = "[-]gadgets not ready: the API server does not serve Gadget \
                   (optional-cache.test.vigil.dev/v1) (is its CRD installed? apply the test's CRD)";

@@ -63,7 +63,7 @@ pub fn add(manager: &mut Manager) {
     manager.add(NAME, |rt| async move {
         let foos = rt.cache::<Foo>().build();
         let deployments = rt.cache::<Deployment>().build();
-        let controller = rt.controller(NAME, &foos).owns(&deployments);
+        let controller = rt.controller(&foos).owns(&deployments);
         let context = Arc::new(Context { rt, deployments });
         controller.run(reconcile, context).await;
     });
@@ -134,7 +134,7 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = ObjectRef::new(name).within(&namespace);
     let cached = ctx.deployments.get(&key);
     let api: Api<Deployment> = Api::namespaced(runtime.client().clone(), &namespace);
-    let params = PatchParams::apply(&runtime.field_manager(NAME));
+    let params = PatchParams::apply(&runtime.field_manager());
     let deployment = match decide(&foo, cached.as_deref()) {
         Step::Create(deployment) => api.create(&PostParams::default(), &deployment).await?,
         Step::Scale(replicas) => {
@@ -154,7 +154,7 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
         available_replicas: available.unwrap_or(0),
     };
     let current = foo.status.as_ref(); // written only if it differs:
-    (runtime.write_status(NAME, foo.as_ref(), current, &desired)).await?;
+    (runtime.write_status(foo.as_ref(), current, &desired)).await?;
     let synced = EventNote::normal("Synced", "Foo synced successfully");
     runtime.event(foo.as_ref(), &synced, "Sync").await;
     Ok(Action::await_change())

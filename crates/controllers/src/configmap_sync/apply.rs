@@ -12,7 +12,6 @@ use kube::{Resource as _, ResourceExt as _};
 use vigil_apis::ConfigMapSync;
 use vigil_apis::configmap_sync::SyncedKind;
 
-use super::NAME;
 use super::cache::Copied;
 use super::decide::{self, AfterWrites, WriteOutcome};
 use super::model::{
@@ -68,7 +67,6 @@ pub(super) async fn apply(
     };
     ctx.runtime
         .write_status_with_lists(
-            NAME,
             sync,
             sync.status.as_ref(),
             &status,
@@ -184,7 +182,7 @@ fn copy_of<K: Copied>(sync: &ConfigMapSync, source: &K, write: &CopyWrite) -> K 
 
 fn post_params(ctx: &Context) -> PostParams {
     PostParams {
-        field_manager: Some(ctx.runtime.field_manager(NAME)),
+        field_manager: Some(ctx.runtime.field_manager()),
         ..PostParams::default()
     }
 }

@@ -53,7 +53,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     // Deciding on half-filled caches would report missing sources and re-create copies: the
     // builder waits for every cache it is given.
     let mut controller = runtime
-        .controller(NAME, &syncs)
+        .controller(&syncs)
         .concurrency(RECONCILE_CONCURRENCY)
         .watches(&config_maps, caches.mapper_for_object::<ConfigMap>())
         .watches(&namespaces, caches.mapper_for_namespace());

@@ -33,7 +33,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         settings: settings.clone(),
     });
     runtime
-        .controller(NAME, &sources.crs)
+        .controller(&sources.crs)
         .concurrency(MAX_CONCURRENT_RECONCILES)
         .watches(
             &sources.services,

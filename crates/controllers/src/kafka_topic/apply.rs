@@ -4,7 +4,6 @@
 use vigil_apis::kafka_topic::{Topic, TopicStatus};
 use vigil_kafka::Admin;
 
-use super::NAME;
 use super::decide::{self, BrokerOp, Plan, Written};
 use super::model::Error;
 use super::observe;
@@ -85,7 +84,7 @@ pub(super) async fn write_status(
     let base = assume_set(current);
     match ctx
         .runtime
-        .write_status_with_lists(NAME, topic, Some(&base), status, &lists)
+        .write_status_with_lists(topic, Some(&base), status, &lists)
         .await
     {
         Ok(version) => Ok(version),

@@ -50,7 +50,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     });
     let leader_ctx = ctx.clone();
     runtime
-        .controller(NAME, &topics)
+        .controller(&topics)
         .concurrency(RECONCILE_CONCURRENCY)
         .triggers(drifted)
         // Becoming leader (again): look at everything, the broker included — another replica

@@ -11,7 +11,6 @@ use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::KubernetesClusterStatus;
 use vigil_provider::{ClusterProvider, ProviderCluster, ProviderError};
 
-use super::NAME;
 use super::model::{
     CLUSTER_NAME_LABEL, Call, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
     KUBECONFIG_SECRET_TYPE, Plan, kubeconfig_secret_name,
@@ -38,7 +37,7 @@ pub(super) async fn set_finalizers(
         "resourceVersion": cluster.metadata.resource_version,
     }});
     let params = PatchParams {
-        field_manager: Some(ctx.runtime.field_manager(NAME)),
+        field_manager: Some(ctx.runtime.field_manager()),
         ..PatchParams::default()
     };
     api.patch(&cluster.name_any(), &params, &Patch::Merge(&patch))
@@ -89,7 +88,7 @@ pub(super) async fn write_status(
     status: &KubernetesClusterStatus,
 ) -> Result<Option<String>, kube::Error> {
     ctx.runtime
-        .write_status_with_lists(NAME, cluster, cluster.status.as_ref(), status, STATUS_LISTS)
+        .write_status_with_lists(cluster, cluster.status.as_ref(), status, STATUS_LISTS)
         .await
 }
 
@@ -137,7 +136,7 @@ async fn ensure_kubeconfig_secret(
     let api: Api<Secret> = Api::namespaced(ctx.runtime.client().clone(), &namespace);
     api.patch(
         &name,
-        &PatchParams::apply(&ctx.runtime.field_manager(NAME)).force(),
+        &PatchParams::apply(&ctx.runtime.field_manager()).force(),
         &Patch::Apply(&value),
     )
     .await?;

@@ -23,7 +23,6 @@ use vigil_runtime::leader::Leadership;
 use vigil_runtime::watches::SharedWatches;
 use vigil_vault::{Record, Saved};
 
-use super::NAME;
 use super::backends::Backends;
 use super::decide::{self, RestoreStep};
 use super::error::BackendError;
@@ -89,7 +88,7 @@ impl Capture {
             queue.clone(),
             runtime.recorder().clone(),
             leadership.clone(),
-            runtime.field_manager(NAME),
+            runtime.field_manager(),
         ));
         Self {
             watches: runtime.watches().clone(),

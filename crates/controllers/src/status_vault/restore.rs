@@ -56,7 +56,7 @@ pub struct Restorer {
     pub queue: Arc<CaptureQueue>,
     pub recorder: EventRecorder,
     pub leadership: watch::Receiver<Leadership>,
-    /// Field manager of the restore's writes (the vault's: `runtime.field_manager(NAME)`).
+    /// Field manager of the restore's writes (the vault's: `runtime.field_manager()`).
     pub field_manager: String,
     attempts: Mutex<HashSet<String>>,
     warned: Mutex<HashSet<String>>,

@@ -211,7 +211,6 @@ impl Supervisor {
             let written = self
                 .runtime
                 .write_status_with_lists(
-                    NAME,
                     policy.as_ref(),
                     policy.status.as_ref(),
                     &plan.status,
