@@ -49,8 +49,3 @@ helm.sh/chart: {{ include "vigil.chart" . }}
 {{- define "vigil.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
-
-{{/* Whether /var/lib/vigil needs a writable volume: the vault's directory, the local provider's clusters. */}}
-{{- define "vigil.needsDataVolume" -}}
-{{- if or .Values.statusVault.enabled .Values.kubernetesCluster.enabled }}true{{ end }}
-{{- end }}

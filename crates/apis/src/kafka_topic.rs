@@ -1,4 +1,5 @@
-//! `Topic` (`kafka.vigil.dev/v1alpha1`, namespaced, short name `kt`): a Kafka topic declared in
+//! `Topic` (`kafka.vigil.dev/v1`, namespaced, short name `kt`; `v1alpha1` is still served,
+//! deprecated, with the same schema: see [`crate::crds`]): a Kafka topic declared in
 //! Kubernetes — its name, partitions, replication factor and configs, and the cluster it lives
 //! in. Vigil creates it, keeps it as declared (reverting changes made behind its back), reports
 //! what Kafka cannot apply, and deletes it from Kafka when the object goes (unless
@@ -22,7 +23,7 @@ pub const OBJECT_NAME_PATTERN: &str =
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[kube(
     group = "kafka.vigil.dev",
-    version = "v1alpha1",
+    version = "v1",
     kind = "Topic",
     plural = "topics",
     singular = "topic",
@@ -272,7 +273,7 @@ spec:
             Some(&["kt".to_owned()][..])
         );
         let version = &crd.spec.versions[0];
-        assert_eq!(version.name, "v1alpha1");
+        assert_eq!(version.name, "v1");
         let schema = serde_json::to_value(&version.schema).expect("schema json");
         let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
         assert_eq!(

@@ -1,4 +1,5 @@
-//! `KubernetesCluster` (`vigil.dev/v1alpha1`, namespaced, short name `kc`): a Kubernetes cluster
+//! `KubernetesCluster` (`vigil.dev/v1`, namespaced, short name `kc`; `v1alpha1` is still served,
+//! deprecated, with the same schema: see [`crate::crds`]): a Kubernetes cluster
 //! provisioned through a provider plug-in. The spec is the article's, unchanged (`type`, `env`,
 //! `kubeVersion`, `osVersion`, `product.{name, shortName, uuid.value}`, `addons[].{name,
 //! version}`), plus what production needs: `paused`, `deletionPolicy` and a `provider`
@@ -24,6 +25,7 @@ pub const UUID_PATTERN: &str =
 pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// The article's manifest, its status included (the API server drops it on create), with only
 /// its `apiVersion` line changed: what the demo applies and the tests prove works unchanged.
+/// It stays `v1alpha1`, as written then: the deprecated version keeps serving it.
 pub const ARTICLE_MANIFEST: &str = r#"apiVersion: vigil.dev/v1alpha1
 kind: KubernetesCluster
 metadata:
@@ -88,7 +90,7 @@ pub const DEFAULT_PROVIDER: &str = "local";
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "vigil.dev",
-    version = "v1alpha1",
+    version = "v1",
     kind = "KubernetesCluster",
     plural = "kubernetesclusters",
     singular = "kubernetescluster",

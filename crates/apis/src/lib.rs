@@ -1,9 +1,11 @@
 //! Vigil's custom resource types. CRDs are generated from them (`CustomResourceExt::crd()`), so
-//! the Rust types, the schema the API server enforces and `vigil manifests` never disagree.
+//! the Rust types, the schema the API server enforces and `vigil manifests` never disagree;
+//! [`crds`] adds the deprecated versions still served.
 //! No I/O lives here.
 
 pub mod conditions;
 pub mod configmap_sync;
+pub mod crds;
 pub mod critical_service;
 pub mod kafka_topic;
 pub mod kubernetes_cluster;

@@ -1,5 +1,5 @@
 //! Standard output whose reader may go away (`vigil-bench sandbox | head -3`): as in `vigil`'s
-//! one-shot commands, [`say!`] never panics on a closed pipe; the first write that meets one
+//! one-shot commands, `say!` never panics on a closed pipe; the first write that meets one
 //! ends the bench at once, with success (a bench owns nothing that outlives its children, which
 //! die with it).
 
@@ -17,7 +17,7 @@ macro_rules! say {
     };
 }
 
-/// Writes one line; see [`say!`].
+/// Writes one line; see `say!`.
 pub fn line(text: std::fmt::Arguments<'_>) {
     static FAILED: AtomicBool = AtomicBool::new(false);
     if FAILED.load(Ordering::Relaxed) {

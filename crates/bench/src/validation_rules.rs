@@ -8,11 +8,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
-use kube::{Client, CustomResourceExt as _};
 use serde_json::{Value, json};
-use vigil_apis::Topic;
 
 use crate::support::sandbox::spawn_sandbox;
 use crate::support::stats::percentile;
@@ -28,7 +27,7 @@ pub struct ValidationRulesBench {
 
 /// The Topic CRD, or the same under group `plain.vigil.dev` with every rule removed.
 fn crd(with_rules: bool) -> anyhow::Result<(Value, String)> {
-    let mut crd = serde_json::to_value(Topic::crd())?;
+    let mut crd = serde_json::to_value(vigil_apis::crds::topic())?;
     let group = if with_rules {
         "kafka.vigil.dev"
     } else {
@@ -53,7 +52,7 @@ fn strip_rules(value: &mut Value) {
 
 fn topic(group: &str, i: usize, partitions: u32) -> Value {
     json!({
-        "apiVersion": format!("{group}/v1alpha1"), "kind": "Topic",
+        "apiVersion": format!("{group}/v1"), "kind": "Topic",
         "metadata": {"name": format!("t-{i:06}")},
         "spec": {"partitions": partitions, "replicationFactor": 3, "topicName": format!("orders-{i}"),
                  "config": {"retention.ms": "604800000"},
@@ -67,7 +66,7 @@ async fn writes(
     group: &str,
     objects: usize,
 ) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
-    let gvk = GroupVersionKind::gvk(group, "v1alpha1", "Topic");
+    let gvk = GroupVersionKind::gvk(group, "v1", "Topic");
     let api: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         NS,
@@ -118,7 +117,7 @@ pub async fn run(args: ValidationRulesBench) -> anyhow::Result<()> {
             .await
             .context("CRD")?;
         // Served at once by the sandbox; one list makes sure.
-        let gvk = GroupVersionKind::gvk(&group, "v1alpha1", "Topic");
+        let gvk = GroupVersionKind::gvk(&group, "v1", "Topic");
         let api: Api<DynamicObject> = Api::namespaced_with(
             client.clone(),
             NS,

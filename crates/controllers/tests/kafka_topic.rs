@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event as EventV1;
-use kube::CustomResourceExt as _;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -320,7 +319,7 @@ fn config_of(config: &BTreeMap<String, Option<String>>, key: &str) -> Option<Str
 }
 
 async fn install_crd(env: &TestEnv) {
-    vigil_testenv::install_crd(&env.client(), &Topic::crd())
+    vigil_testenv::install_crd(&env.client(), &vigil_apis::crds::topic())
         .await
         .expect("Topic CRD served");
 }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::{CustomResourceExt as _, ResourceExt as _};
+use kube::{CustomResourceExt as _, Resource as _, ResourceExt as _};
 use serde_json::{Value, json};
 use vigil_apis::kubernetes_cluster::Phase;
 use vigil_apis::{KubernetesCluster, StatusBackupPolicy};
@@ -322,7 +322,10 @@ async fn a_malformed_spec_is_rejected_by_the_schema() {
         w.env.namespace(),
         &kube::api::ApiResource::erase::<KubernetesCluster>(&()),
     );
-    let base: Value = serde_saphyr::from_str(ARTICLE).expect("manifest");
+    let mut base: Value = serde_saphyr::from_str(ARTICLE).expect("manifest");
+    // The article's manifest says `v1alpha1`; posted to the `v1` path it must say `v1` (both
+    // versions share one schema, which is what this test is about).
+    base["apiVersion"] = json!(KubernetesCluster::api_version(&()));
     let cases = [
         ("kubeVersion", json!({"kubeVersion": "latest"})),
         (

@@ -1,5 +1,5 @@
 //! The fuzz harness every target in `tests/` shares: corpus replay, then seeded, bounded,
-//! shrinking generation with [proptest].
+//! shrinking generation with [proptest](mod@proptest).
 //!
 //! Each target is a property over the bytes an outsider controls (a broker's answer, a provider's
 //! answer, a stored vault record, an S3 server's answer, a kubeconfig, an API request body or

@@ -1,6 +1,6 @@
 //! The external provider: a [`ClusterProvider`] that speaks the HTTP+JSON protocol of
 //! `docs/cluster-provider-protocol.md` to a system outside Vigil (the bank's own, or
-//! [`crate::reference`] in tests).
+//! `reference` in tests).
 //!
 //! Answers map onto the contract: `4xx` with a `{reason, message}` body is
 //! [`ProviderError::Rejected`] (the request cannot succeed as it is); `5xx`, `408`, `429`,

@@ -1,8 +1,8 @@
 //! The wire format of the external provider protocol (HTTP+JSON, `docs/cluster-provider-protocol.md`),
-//! shared by the client ([`crate::external`]) and the reference server ([`crate::reference`]) so
+//! shared by the client ([`crate::external`]) and the reference server (`reference`) so
 //! the two cannot drift apart.
 //!
-//! Clusters travel as [`ProviderCluster`] and create requests as [`ClusterRequest`] (their serde
+//! Clusters travel as [`ProviderCluster`] and create requests as [`ClusterRequest`](crate::ClusterRequest) (their serde
 //! forms are the protocol's JSON); this module adds the paths, headers and the small bodies only
 //! the protocol has.
 

@@ -188,7 +188,7 @@ impl<K: Hash + Eq + Clone> Backoffs<K> {
 }
 
 /// A kube-runtime trigger backoff that never delays: for controllers fed by shared watches,
-/// which back off on their own (see `crate::shared`); the controller's trigger backoff would
+/// which back off on their own (see `crate::watches`); the controller's trigger backoff would
 /// stall every watch of the controller when one errs.
 pub struct NoTriggerBackoff;
 
@@ -223,7 +223,7 @@ mod tests {
             quarantine_after: 3,
             ..BackoffPolicy::default()
         });
-        let metrics = crate::metrics::Metrics::new().controller("test");
+        let metrics = crate::metrics::Metrics::new("test").controller("test");
         let fail = || backoffs.reconcile_failed(&"key", "ns/name", &"boom", &metrics);
         let first = fail();
         assert_eq!(first.retry_after, Duration::from_millis(5));
@@ -246,7 +246,7 @@ mod tests {
             quarantine_interval: Duration::from_secs(7),
             ..BackoffPolicy::default()
         });
-        let metrics = crate::metrics::Metrics::new().controller("test");
+        let metrics = crate::metrics::Metrics::new("test").controller("test");
         let mut reports = Vec::new();
         let mut fail = || {
             backoffs.retry_after_failure(&"key", "ns/name", &"boom", &metrics, |m| reports.push(m))

@@ -13,7 +13,7 @@
 //! ```
 //!
 //! The Manager owns what a cache runs on: [`Cache`]'s watch starts when it is built (one shared
-//! API watch per kind and scope, see [`crate::shared`]) and stops when the process shuts down.
+//! API watch per kind and scope, see [`crate::watches`]) and stops when the process shuts down.
 //! Its sync state can be awaited by any number of tasks ([`Synced`]), unlike kube-runtime 5's
 //! store, whose `wait_until_ready` wakes a single waiter; the controller builder waits for every
 //! cache it is given, so no reconcile decides on a half-filled cache.
@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, watch};
 use crate::compact::CompactStore;
 use crate::index::{Index, KeysOf};
 use crate::manager::Runtime;
-use crate::shared::SharedWatches;
+use crate::watches::SharedWatches;
 
 /// Objects a subscriber's queue holds before the cache waits for it.
 const SUBSCRIBER_QUEUE: usize = 1024;
@@ -77,18 +77,47 @@ type SourceFn<K> = fn(&SharedWatches, Option<&BTreeSet<String>>, &watcher::Confi
 /// Whether a cache has synced (its first complete list is in): cheap to clone, and any number of
 /// tasks may wait on it.
 #[derive(Clone, Debug)]
-pub struct Synced(watch::Receiver<bool>);
+pub struct Synced {
+    synced: watch::Receiver<bool>,
+    blocked: watch::Receiver<Option<String>>,
+}
 
 impl Synced {
     /// Resolves true once the cache has synced; false if it stopped first (shutdown).
     pub async fn wait(&self) -> bool {
-        let mut synced = self.0.clone();
+        let mut synced = self.synced.clone();
         synced.wait_for(|s| *s).await.is_ok()
     }
 
     /// Whether the cache has synced by now.
     pub fn is_synced(&self) -> bool {
-        *self.0.borrow()
+        *self.synced.borrow()
+    }
+
+    /// What keeps the cache from syncing, when something known does (the API does not serve its
+    /// kind); `None` otherwise.
+    pub fn blocked_by(&self) -> Option<String> {
+        self.blocked.borrow().clone()
+    }
+
+    /// A `Synced` driven by hand: its synced and blocking senders, and itself.
+    #[cfg(test)]
+    pub(crate) fn for_test() -> (watch::Sender<bool>, watch::Sender<Option<String>>, Self) {
+        let (synced_tx, synced) = watch::channel(false);
+        let (blocked_tx, blocked) = watch::channel(None);
+        (synced_tx, blocked_tx, Self { synced, blocked })
+    }
+
+    /// [`Self::blocked_by`], marking it seen: [`Self::blocked_changed`] then waits for the next
+    /// change.
+    pub fn blocked_now(&mut self) -> Option<String> {
+        self.blocked.borrow_and_update().clone()
+    }
+
+    /// Resolves when what blocks the cache changes after it was last seen (see
+    /// [`Self::blocked_now`]); false once the cache has stopped.
+    pub async fn blocked_changed(&mut self) -> bool {
+        self.blocked.changed().await.is_ok()
     }
 }
 
@@ -96,6 +125,7 @@ impl Synced {
 struct Feed<K> {
     subscribers: Arc<Mutex<Vec<mpsc::Sender<K>>>>,
     synced: watch::Receiver<bool>,
+    blocked: watch::Receiver<Option<String>>,
 }
 
 impl<K> Clone for Feed<K> {
@@ -103,6 +133,16 @@ impl<K> Clone for Feed<K> {
         Self {
             subscribers: self.subscribers.clone(),
             synced: self.synced.clone(),
+            blocked: self.blocked.clone(),
+        }
+    }
+}
+
+impl<K> Feed<K> {
+    fn synced(&self) -> Synced {
+        Synced {
+            synced: self.synced.clone(),
+            blocked: self.blocked.clone(),
         }
     }
 }
@@ -127,12 +167,15 @@ impl<K: Clone + Send + 'static> Feed<K> {
         events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     ) -> Self {
         let (synced_tx, synced) = watch::channel(false);
+        let (blocked_tx, blocked) = watch::channel(None);
         let feed = Self {
             subscribers: Arc::default(),
             synced,
+            blocked,
         };
         let subscribers = feed.subscribers.clone();
         let shutdown = runtime.shutdown();
+        let runtime = runtime.clone();
         tokio::spawn(async move {
             let mut events = pin!(events);
             let mut shutdown = pin!(shutdown);
@@ -149,9 +192,19 @@ impl<K: Clone + Send + 'static> Feed<K> {
                             tracing::info!(%kind, "kind not served (CRD not installed?): its cache stays empty until it is");
                         }
                     }
+                    // A kind the controller cannot do without: a user must act, so say what
+                    // (once per kind), and why the controller is not ready.
+                    Some(Err(error)) if is_not_served(&error) => {
+                        if blocked_tx.borrow().is_none() {
+                            blocked_tx.send_replace(Some(runtime.kind_not_served(&kind)));
+                        }
+                    }
                     // The shared watch logs and backs off; a cache only notes it.
                     Some(Err(error)) => tracing::debug!(%kind, %error, "cache watch error"),
                     Some(Ok(event)) => {
+                        if blocked_tx.borrow().is_some() {
+                            blocked_tx.send_replace(None);
+                        }
                         let touched = match event {
                             watcher::Event::Apply(obj)
                             | watcher::Event::InitApply(obj)
@@ -273,7 +326,7 @@ impl<K: Cached> Source<K> for Cache<K> {
     }
 
     fn synced(&self) -> Synced {
-        Synced(self.feed.synced.clone())
+        self.feed.synced()
     }
 }
 
@@ -313,7 +366,7 @@ impl<K: Cached, V: Send + Sync + 'static> Source<K> for CompactCache<K, V> {
     }
 
     fn synced(&self) -> Synced {
-        Synced(self.feed.synced.clone())
+        self.feed.synced()
     }
 }
 
@@ -387,7 +440,7 @@ impl<K: Cached> CacheBuilder<K> {
         let events = self.events(&index);
         let feed = Feed::drive(
             &self.runtime,
-            K::kind(&()).into_owned(),
+            format!("{} ({})", K::kind(&()), K::api_version(&())),
             self.optional,
             reflector::reflector(writer, events),
         );
@@ -404,7 +457,7 @@ impl<K: Cached> CacheBuilder<K> {
             .inspect_ok(move |event| filled.apply(event, entry));
         let feed = Feed::drive(
             &self.runtime,
-            K::kind(&()).into_owned(),
+            format!("{} ({})", K::kind(&()), K::api_version(&())),
             self.optional,
             events,
         );

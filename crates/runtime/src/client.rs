@@ -6,8 +6,8 @@
 //! |---|---|---|
 //! | `rest_client_requests_total` | counter | `code`, `method`, `host` |
 //! | `rest_client_request_duration_seconds` | histogram | `verb`, `host` |
-//! | `vigil_rest_client_lists_total` | counter | `resource` |
-//! | `vigil_rest_client_watches_total` | counter | `resource` |
+//! | `<prefix>_rest_client_lists_total` | counter | `resource` |
+//! | `<prefix>_rest_client_watches_total` | counter | `resource` |
 //!
 //! `code` is the HTTP status, or `<error>` when no answer came (client-go's spelling). The
 //! duration runs to the response headers, so a watch counts the time to its first byte, as in
@@ -74,7 +74,13 @@ impl ClientMetrics {
         }
     }
 
-    pub(crate) fn register(&self, registry: &mut prometheus_client::registry::Registry) {
+    /// Registers the series; `product` is the prefix of the two client-go does not define,
+    /// ending in `_` (or empty).
+    pub(crate) fn register(
+        &self,
+        registry: &mut prometheus_client::registry::Registry,
+        product: &str,
+    ) {
         registry.register(
             "rest_client_requests",
             "Number of HTTP requests, partitioned by status code, method, and host",
@@ -86,12 +92,12 @@ impl ClientMetrics {
             self.duration.clone(),
         );
         registry.register(
-            "vigil_rest_client_lists",
+            format!("{product}rest_client_lists"),
             "LIST requests (each page), by resource",
             self.lists.clone(),
         );
         registry.register(
-            "vigil_rest_client_watches",
+            format!("{product}rest_client_watches"),
             "WATCH requests (each watch started or restarted), by resource",
             self.watches.clone(),
         );
@@ -248,7 +254,7 @@ fn host_of(url: &http::Uri) -> String {
 }
 
 /// A client for `config` whose requests are recorded in `metrics` (see the module documentation),
-/// retrying only what the server asks to be retried (see [`crate::retry`]) instead of kube-rs's
+/// retrying only what the server asks to be retried (see `retry`, inside the crate) instead of kube-rs's
 /// default retries. Each attempt is a request of its own in the metrics, as in client-go.
 pub fn instrumented(
     mut config: kube::Config,
@@ -314,7 +320,7 @@ mod tests {
     #[tokio::test]
     async fn every_request_is_counted_with_client_gos_labels() {
         use tower::{Layer as _, Service as _, ServiceExt as _};
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let layer = RequestMetricsLayer {
             metrics: metrics.client_metrics().clone(),
             host: "127.0.0.1:6443".into(),

@@ -15,15 +15,15 @@
 //!   [`ControllerBuilder::triggers`] (object references from anywhere: a poll of an outside
 //!   system), every object when this replica's leadership changes (after the hooks given to
 //!   [`ControllerBuilder::on_leadership`]), and the objects whose reconciles failed when the
-//!   API server answers again after an outage (see [`crate::reachability`]);
+//!   API server answers again after an outage (see `reachability`, inside the crate);
 //! - **work-queue metrics** (`workqueue_*`, controller-runtime's names) for every trigger;
-//! - **the guarded reconcile** ([`crate::reconcile`]): only the leader acts, nothing is decided
+//! - **the guarded reconcile** (`reconcile_guard`, inside the crate): only the leader acts, nothing is decided
 //!   before every cache given to the builder has synced (they also make the
 //!   controller ready on `/readyz`), reconcile metrics, backoff reset on success;
 //! - **the error policy**: per-object exponential backoff; after ten failures in a row the
 //!   object is quarantined (retried every five minutes; [`ControllerBuilder::backoff`] sets
 //!   other timings and threshold), counted in
-//!   `vigil_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
+//!   `<prefix>_quarantined_objects`, and reported once: a Warning Event `ReconcileFailing` and,
 //!   with [`ControllerBuilder::quarantine_condition`], a `Degraded=True` condition.
 //!
 //! Shared watches back off on their own, so the controller's own trigger back-off is off.
@@ -47,7 +47,7 @@ use crate::leader::Leadership;
 use crate::manager::Runtime;
 use crate::metrics::ControllerMetrics;
 use crate::queue::QueueTracker;
-use crate::reconcile::{Guard, guarded};
+use crate::reconcile_guard::{Guard, guarded};
 
 /// Reconciles running at once unless [`ControllerBuilder::concurrency`] says otherwise.
 pub const DEFAULT_CONCURRENCY: u16 = 16;
@@ -109,9 +109,11 @@ impl<K: Resource<DynamicType = ()>> TriggerFilter<K> {
 }
 
 impl Runtime {
-    /// A controller named `name` (metrics, logs, `/readyz`) of the objects in `cache`,
-    /// triggered by each change to them, and by every object it holds when it starts.
-    pub fn controller<K: Cached>(&self, name: &str, cache: &Cache<K>) -> ControllerBuilder<K> {
+    /// A controller of the objects in `cache`, named after this handle's controller (metrics,
+    /// logs, `/readyz`, field manager: see [`Runtime::scoped`]), triggered by each change to
+    /// them, and by every object it holds when it starts.
+    pub fn controller<K: Cached>(&self, cache: &Cache<K>) -> ControllerBuilder<K> {
+        let name = self.name();
         let metrics = self.metrics().controller(name);
         let queue = QueueTracker::new(metrics.clone());
         let filter = Arc::new(Mutex::new(TriggerFilter::default()));
@@ -146,7 +148,7 @@ impl Runtime {
             readiness: vec![cache.synced()],
             concurrency: DEFAULT_CONCURRENCY,
             conditions: None,
-            field_manager: self.field_manager(name),
+            field_manager: self.field_manager(),
             event_action: "Reconcile".to_owned(),
             leadership_hooks: Vec::new(),
         }
@@ -269,18 +271,18 @@ impl<K: Cached> ControllerBuilder<K> {
         Fut: Future<Output = Result<Action, E>> + Send + 'static,
     {
         let (synced_tx, synced) = watch::channel(false);
-        // Every cache synced, once: what reconciles and `/readyz` wait for.
-        let readiness = futures::future::join_all(
-            self.readiness
-                .into_iter()
-                .map(|s| async move { s.wait().await }),
-        );
+        // Every cache synced, once: what reconciles and `/readyz` wait for. Until then `/readyz`
+        // says what blocks a cache, when something known does (its kind not served).
         let runtime = self.runtime.clone();
         let name = self.name.clone();
+        let caches = self.readiness;
         tokio::spawn(async move {
-            let ok = readiness.await.into_iter().all(|ok| ok);
+            let ok = track_readiness(caches, |ready, reason| match reason {
+                Some(reason) => runtime.set_not_ready(&name, &reason),
+                None => runtime.set_ready(&name, ready),
+            })
+            .await;
             let _ = synced_tx.send(ok);
-            runtime.set_ready(&name, ok);
         });
 
         let hooks = self.leadership_hooks;
@@ -327,6 +329,48 @@ impl<K: Cached> ControllerBuilder<K> {
             .for_each(|_| futures::future::ready(()))
             .await;
     }
+}
+
+/// Waits until every cache has synced (true) or one stopped first (false), reporting as it
+/// goes: `report(false, reason)` each time what blocks a cache changes (a kind not served),
+/// then `report(ok, None)` at the end. Each change is reported once.
+async fn track_readiness(mut caches: Vec<Synced>, report: impl Fn(bool, Option<String>)) -> bool {
+    let readiness = futures::future::join_all(
+        caches
+            .iter()
+            .cloned()
+            .map(|s| async move { s.wait().await }),
+    );
+    let mut readiness = std::pin::pin!(readiness);
+    let ok = loop {
+        // Read (and mark seen) what blocks each cache, then wait for the next change: a
+        // change not marked seen would wake the wait at once, for ever.
+        let blocked = caches
+            .iter_mut()
+            .map(Synced::blocked_now)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .flatten()
+            .next();
+        report(false, blocked);
+        let changed = async {
+            if caches.is_empty() {
+                return std::future::pending().await;
+            }
+            let changes = caches.iter_mut().map(|s| Box::pin(s.blocked_changed()));
+            // A stopped cache changes nothing more: only the readiness can end then.
+            match futures::future::select_all(changes).await {
+                (true, _, _) => {}
+                (false, _, _) => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            done = &mut readiness => break done.into_iter().all(|ok| ok),
+            () = changed => {}
+        }
+    };
+    report(ok, None);
+    ok
 }
 
 /// What the wrapped reconcile and the error policy share.
@@ -456,7 +500,37 @@ where
 
 #[cfg(test)]
 mod tests {
-    use super::with_causes;
+    use std::sync::Arc;
+
+    use super::{Synced, track_readiness, with_causes};
+
+    #[tokio::test]
+    async fn readiness_reports_each_blocking_change_once_then_the_verdict() {
+        let (synced_tx, blocked_tx, cache) = Synced::for_test();
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = reports.clone();
+        let tracker = tokio::spawn(track_readiness(vec![cache], move |ok, reason| {
+            seen.lock().expect("reports").push((ok, reason));
+        }));
+        let settle = || async {
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+        };
+        settle().await;
+        blocked_tx.send_replace(Some("kind not served".to_owned()));
+        settle().await;
+        blocked_tx.send_replace(None);
+        settle().await;
+        synced_tx.send_replace(true);
+        assert!(tracker.await.expect("the tracker"));
+        let reason = Some("kind not served".to_owned());
+        assert_eq!(
+            *reports.lock().expect("reports"),
+            [(false, None), (false, reason), (false, None), (true, None)],
+            "one report per change: a change left unseen would report in a loop"
+        );
+    }
 
     #[derive(Debug, thiserror::Error)]
     #[error("API request failed")]

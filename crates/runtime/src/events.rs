@@ -47,8 +47,8 @@ impl EventNote {
     }
 }
 
-/// The Event recorder every controller of a process shares: reporting controller `vigil` (or
-/// the name given), instance `POD_NAME`. Cheap to clone.
+/// The Event recorder every controller of a process shares: reporting controller and instance
+/// as the Manager was told (see [`crate::ManagerBuilder::reporting_instance`]). Cheap to clone.
 #[derive(Clone)]
 pub struct EventRecorder {
     recorder: Recorder,
@@ -61,14 +61,15 @@ impl std::fmt::Debug for EventRecorder {
 }
 
 impl EventRecorder {
-    /// A recorder writing as `controller` (the Events' `reportingController`).
-    pub fn new(client: kube::Client, controller: &str) -> Self {
+    /// A recorder writing as `controller` (the Events' `reportingController`) from `instance`
+    /// (their `reportingInstance`: which replica, usually its pod's name).
+    pub fn new(client: kube::Client, controller: &str, instance: Option<String>) -> Self {
         Self {
             recorder: Recorder::new(
                 client,
                 Reporter {
                     controller: controller.to_owned(),
-                    instance: std::env::var("POD_NAME").ok(),
+                    instance,
                 },
             ),
         }

@@ -39,6 +39,8 @@ struct HealthState {
 struct Check {
     name: String,
     ready: bool,
+    /// Why it is not ready, when something is known to block it (a kind the API does not serve).
+    reason: Option<String>,
 }
 
 impl HealthState {
@@ -61,6 +63,7 @@ impl Health {
             state.checks.push(Check {
                 name: name.to_owned(),
                 ready: false,
+                reason: None,
             });
         }
     }
@@ -68,12 +71,25 @@ impl Health {
     /// Marks check `name` ready or not; an unregistered name is registered on the way, so a
     /// forgotten `register` cannot leave a check silently unreported.
     pub fn set_ready(&self, name: &str, ready: bool) {
+        self.set(name, ready, None);
+    }
+
+    /// Marks check `name` not ready, saying why on `/readyz` (`None`: no reason known).
+    pub fn set_not_ready(&self, name: &str, reason: Option<String>) {
+        self.set(name, false, reason);
+    }
+
+    fn set(&self, name: &str, ready: bool, reason: Option<String>) {
         let mut state = self.lock();
         match state.check_mut(name) {
-            Some(check) => check.ready = ready,
+            Some(check) => {
+                check.ready = ready;
+                check.reason = reason;
+            }
             None => state.checks.push(Check {
                 name: name.to_owned(),
                 ready,
+                reason,
             }),
         }
     }
@@ -89,7 +105,8 @@ impl Health {
     }
 
     /// The `/readyz` verdict and body, taken from one snapshot so they agree:
-    /// `[+]name ok` / `[-]name not ready` per check, the leader line, then kube's summary line.
+    /// `[+]name ok` / `[-]name not ready` (`: reason` when one is known) per check, the leader
+    /// line, then kube's summary line.
     fn readyz_report(&self) -> (bool, String) {
         let state = self.lock();
         let mut body = String::new();
@@ -99,7 +116,11 @@ impl Health {
             } else {
                 ('-', "not ready")
             };
-            body.push_str(&format!("[{mark}]{} {verdict}\n", check.name));
+            body.push_str(&format!("[{mark}]{} {verdict}", check.name));
+            if let (false, Some(reason)) = (check.ready, &check.reason) {
+                body.push_str(&format!(": {reason}"));
+            }
+            body.push('\n');
         }
         body.push_str(&format!("leader: {}\n", state.leading));
         let ready = state.checks.iter().all(|check| check.ready);

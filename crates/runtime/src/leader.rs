@@ -5,18 +5,23 @@
 //! client-go's, so Vigil can share a Lease with (or take one over from) a Go operator:
 //!
 //! - **Acquire.** Read the Lease (create it if missing). If another identity holds it and it has
-//!   not expired, wait `retry_period` and look again. Expiry is judged by the *local* clock: a
-//!   record is considered expired `leaseDurationSeconds` after this replica *saw it change*, never
-//!   by comparing the remote `renewTime` with our clock, so clock skew between nodes cannot make
-//!   two replicas lead. Taking the Lease is an update carrying the `resourceVersion` that was read,
-//!   so of two candidates only one can win (the other gets 409 Conflict).
+//!   not expired, wait `retry_period` and look again — or less: a candidate also watches the one
+//!   Lease, and tries at once when the watch shows it released or deleted, or when the record it
+//!   last saw expires (a leaving leader's release is taken within a request's time, not a retry
+//!   period's; the watch only ever wakes the loop, every decision is taken on a fresh read).
+//!   Expiry is judged by the *local* clock: a record is considered expired
+//!   `leaseDurationSeconds` after this replica *saw it change*, never by comparing the remote
+//!   `renewTime` with our clock, so clock skew between nodes cannot make two replicas lead.
+//!   Taking the Lease is an update carrying the `resourceVersion` that was read, so of two
+//!   candidates only one can win (the other gets 409 Conflict).
 //! - **Renew.** The leader rewrites `renewTime` every `retry_period`. If no renewal succeeds for
 //!   `renew_deadline` (measured from the moment the last successful write was *sent*), it publishes
 //!   [`Leadership::Following`] and campaigns again. Because `renew_deadline < lease_duration`, it
 //!   stops leading before any other replica can consider its lease expired.
 //! - **Release.** [`LeaderElector::shutdown`] first publishes `Following` (so controllers stop
 //!   writing), then clears `holderIdentity` and sets `leaseDurationSeconds` to 1 (client-go's
-//!   `ReleaseOnCancel`), so a standby takes over at its next retry instead of after expiry.
+//!   `ReleaseOnCancel`), so a standby takes over as soon as its watch shows the release (at its
+//!   next retry at the latest) instead of after expiry.
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) {
@@ -40,14 +45,19 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
+use lease_watch::{LeaseWatch, Seen};
+
+mod lease_watch;
+
 /// client-go's `JitterFactor`: a candidate waits `retry_period * (1 + rand * 1.2)` between
 /// attempts to acquire, so replicas started together do not hit the API server in lockstep.
 const JITTER_FACTOR: f64 = 1.2;
 
 /// What the elector does with its Lease (`coordination.k8s.io/v1` `leases`): read it, create it
-/// when missing, then take, renew and release it with updates (a resourceVersion-guarded PUT).
-/// `vigil manifests` grants exactly these verbs.
-pub const LEASE_VERBS: &[&str] = &["get", "create", "update"];
+/// when missing, then take, renew and release it with updates (a resourceVersion-guarded PUT);
+/// a candidate watches it (field selector `metadata.name`: that one Lease) to see a release at
+/// once. `vigil manifests` grants exactly these verbs.
+pub const LEASE_VERBS: &[&str] = &["get", "create", "update", lease_watch::WATCH_VERB];
 
 /// `leaseDurationSeconds` written on release: the Lease is free, and any reader that ignores the
 /// empty holder still sees it expire within a second.
@@ -224,7 +234,7 @@ impl LeaderElector {
 
     /// [`Self::spawn`], retrying a failed attempt at once (instead of after the retry period)
     /// when `recovered` changes: the API server answers, or serves, again after an outage or a
-    /// storm of refusals (see [`crate::reachability`]). A candidate that lost the Lease to a
+    /// storm of refusals (see `reachability`, inside the crate). A candidate that lost the Lease to a
     /// storm then leads again the moment the storm ends.
     pub fn spawn_with_recovery(
         client: kube::Client,
@@ -447,6 +457,13 @@ impl Campaign {
     /// Retries until we hold the Lease (returning until when we may lead without renewing) or
     /// are told to stop (None).
     async fn acquire(&mut self) -> Option<Instant> {
+        // Only a candidate watches: a leader learns what it needs from its own renewals. The
+        // watch stops when this returns.
+        let mut lease_watch = LeaseWatch::spawn(
+            self.api.clone(),
+            &self.config.lease_name,
+            self.recovered.clone(),
+        );
         loop {
             if self.stop_requested() {
                 return None;
@@ -464,7 +481,7 @@ impl Campaign {
             // A failure (not a Lease held by another) is retried as soon as the server is back.
             let early = attempt == Attempt::Failed;
             if !self
-                .pause_until_or_recovery(Instant::now() + wait, early)
+                .pause_for_lease(Instant::now() + wait, early, &mut lease_watch)
                 .await
             {
                 return None;
@@ -697,6 +714,84 @@ impl Campaign {
         slept && !self.stop_requested()
     }
 
+    /// A candidate's pause: sleeps until `retry_at`, or less when the Lease may be taken sooner —
+    /// the watch shows it released or deleted, or the record of another holder last seen
+    /// expires — or (with `early`) when the API server answers again; false when told to stop.
+    /// Only a change seen by the watch, or a deadline still ahead, ends it early: a Lease that
+    /// looked free but could not be claimed (a failed write) waits for the retry, no hot loop.
+    async fn pause_for_lease(
+        &mut self,
+        retry_at: Instant,
+        early: bool,
+        lease_watch: &mut LeaseWatch,
+    ) -> bool {
+        enum Woken {
+            Deadline,
+            Recovered,
+            Watch(Seen),
+            Stop,
+        }
+        let mut recovered = self.recovered.clone().filter(|_| early);
+        loop {
+            let wake_at = self
+                .expiry()
+                .map_or(retry_at, |expiry| expiry.min(retry_at));
+            let woken = tokio::select! {
+                () = tokio::time::sleep_until(wake_at.into()) => Woken::Deadline,
+                Some(()) = recovery(recovered.as_mut()) => Woken::Recovered,
+                seen = lease_watch.changed() => Woken::Watch(seen),
+                _ = self.stop.wait_for(|stop| *stop) => Woken::Stop,
+            };
+            match woken {
+                Woken::Deadline => break,
+                Woken::Recovered => {
+                    tracing::debug!("the API server is back: retrying the lease now");
+                    break;
+                }
+                Woken::Watch(seen) => {
+                    if self.saw(seen) {
+                        tracing::debug!("the lease is free: trying it now");
+                        break;
+                    }
+                }
+                Woken::Stop => return false,
+            }
+        }
+        !self.stop_requested()
+    }
+
+    /// Takes in what the watch saw; whether the Lease may be taken now. The record goes
+    /// through [`Self::observe`] like a read's, so its expiry counts from when it was first seen.
+    fn saw(&mut self, seen: Seen) -> bool {
+        match seen {
+            Seen::Deleted => true,
+            Seen::Present(lease) => {
+                let changed_at = self.observe(*lease);
+                let record = self.observed.as_ref().and_then(|o| o.lease.spec.as_ref());
+                can_acquire(
+                    record,
+                    &self.config.identity,
+                    changed_at,
+                    Instant::now(),
+                    self.config.lease_duration,
+                )
+            }
+        }
+    }
+
+    /// When the Lease last seen, held by another, expires — if that is still ahead (a Lease
+    /// already free or expired has been tried, and is retried after the retry period).
+    fn expiry(&self) -> Option<Instant> {
+        let observed = self.observed.as_ref()?;
+        let record = observed.lease.spec.as_ref()?;
+        let holder = holder(record)?;
+        if holder == self.config.identity {
+            return None;
+        }
+        let expiry = observed.changed_at + record_duration(record, self.config.lease_duration);
+        (expiry > Instant::now()).then_some(expiry)
+    }
+
     /// Recoveries so far came before the coming attempt: only a later one cuts its wait short.
     fn mark_recoveries_seen(&mut self) {
         if let Some(recovered) = self.recovered.as_mut() {
@@ -706,6 +801,15 @@ impl Campaign {
 
     fn stop_requested(&self) -> bool {
         *self.stop.borrow() || self.stop.has_changed().is_err()
+    }
+}
+
+/// Resolves when `recovered` changes (None: the API server went away for good, or nothing to
+/// wait for); never without a receiver.
+async fn recovery(recovered: Option<&mut watch::Receiver<u64>>) -> Option<()> {
+    match recovered {
+        Some(recovered) => recovered.changed().await.ok(),
+        None => std::future::pending().await,
     }
 }
 

@@ -10,7 +10,7 @@
 //!     .build()
 //!     .await?;
 //! manager.add("foo", |runtime| async move {
-//!     // runtime.cache::<Foo>().build(), then runtime.controller("foo", &cache).run(…).await
+//!     // runtime.cache::<Foo>().build(), then runtime.controller(&cache).run(…).await
 //!     # let _ = runtime;
 //! });
 //! manager.run().await // until SIGTERM or SIGINT, then drains
@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Standbys (leader election on) run every controller too: their caches stay warm and their
-//! reconciles write nothing (see [`crate::reconcile`]), so a handover needs no re-list, only a
+//! reconciles write nothing (see `reconcile_guard`, inside the crate), so a handover needs no re-list, only a
 //! pass over every object (the controller builder reconciles all on becoming leader).
 
 use std::future::Future;
@@ -34,11 +34,11 @@ use crate::events::{EventNote, EventRecorder};
 use crate::health::{self, Health};
 use crate::leader::{LeaderElectionConfig, LeaderElector, Leadership};
 use crate::metrics::Metrics;
-use crate::shared::SharedWatches;
 use crate::signals::ShutdownSignals;
+use crate::watches::SharedWatches;
 
-/// Where controllers report their readiness: `/readyz`.
-type ReadySink = Arc<dyn Fn(&str, bool) + Send + Sync>;
+/// Where controllers report their readiness, and why they are not ready: `/readyz`.
+type ReadySink = Arc<dyn Fn(&str, bool, Option<String>) + Send + Sync>;
 
 /// What a controller gets from the Manager. Cheap to clone.
 #[derive(Clone)]
@@ -50,7 +50,13 @@ pub struct Runtime {
     recorder: EventRecorder,
     /// The product's name: prefix of field managers (`<name>-<controller>`).
     name: Arc<str>,
+    /// The controller this handle serves ([`Manager::add`], [`Runtime::scoped`]); `None`: the
+    /// Manager's own handle.
+    controller: Option<Arc<str>>,
     ready: ReadySink,
+    /// What to tell a user whose cluster lacks a kind a cache needs (see
+    /// [`ManagerBuilder::missing_kind_hint`]), and the kinds already reported.
+    missing_kinds: Arc<MissingKinds>,
     stopped: watch::Receiver<bool>,
     /// Keeps an always-leading channel open while any handle lives (no election).
     _leading: Option<Arc<watch::Sender<Leadership>>>,
@@ -66,6 +72,20 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// This handle, serving controller `controller`: what it builds, writes and reports is named
+    /// after it ([`Manager::add`] hands each controller its own).
+    pub fn scoped(&self, controller: &str) -> Runtime {
+        Runtime {
+            controller: Some(controller.into()),
+            ..self.clone()
+        }
+    }
+
+    /// The name of the controller this handle serves; the Manager's name for its own handle.
+    pub fn name(&self) -> &str {
+        self.controller.as_deref().unwrap_or(&self.name)
+    }
+
     /// The API client (with request metrics when the Manager built it from a config).
     pub fn client(&self) -> &Client {
         &self.client
@@ -93,7 +113,31 @@ impl Runtime {
 
     /// Reports controller `name`'s readiness (its caches synced) on `/readyz`.
     pub fn set_ready(&self, name: &str, ready: bool) {
-        (self.ready)(name, ready);
+        (self.ready)(name, ready, None);
+    }
+
+    /// Reports controller `name` not ready on `/readyz`, saying why.
+    pub fn set_not_ready(&self, name: &str, reason: &str) {
+        (self.ready)(name, false, Some(reason.to_owned()));
+    }
+
+    /// A cache of `kind` cannot fill because the API does not serve it (its list answered
+    /// 404: a CRD not installed). Logs a warning naming the fix, once per kind and process;
+    /// returns the one-line reason `/readyz` shows.
+    pub(crate) fn kind_not_served(&self, kind: &str) -> String {
+        let reason = match &self.missing_kinds.hint {
+            Some(hint) => {
+                format!("the API server does not serve {kind} (is its CRD installed? {hint})")
+            }
+            None => format!("the API server does not serve {kind} (is its CRD installed?)"),
+        };
+        let first = (self.missing_kinds.reported.lock())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(kind.to_owned());
+        if first {
+            tracing::warn!(%kind, "{reason}; waiting for it");
+        }
+        reason
     }
 
     /// Records `note` about `obj` with `action` (best effort: see [`crate::events`]).
@@ -108,12 +152,39 @@ impl Runtime {
             .await;
     }
 
-    /// Writes `desired` as `obj`'s status for controller `controller` if it differs from
-    /// `current`, with the controller's field manager (see [`crate::status::write`]); returns
-    /// the new `resourceVersion` if it wrote.
+    /// Records each of `notes`, in order, about `obj` with `action` (best effort).
+    pub async fn events<K: Resource<DynamicType = ()>>(
+        &self,
+        obj: &K,
+        notes: &[EventNote],
+        action: &str,
+    ) {
+        self.recorder
+            .publish_all(&obj.object_ref(&()), notes, action)
+            .await;
+    }
+
+    /// Writes `desired` as `obj`'s status if it differs from `current`, with this controller's
+    /// field manager (see `status::write`, inside the crate); returns the new `resourceVersion`
+    /// if it wrote. Every field `current` has and `desired` lacks is removed.
     pub async fn write_status<K, S>(
         &self,
-        controller: &str,
+        obj: &K,
+        current: Option<&S>,
+        desired: &S,
+    ) -> Result<Option<String>, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        S: serde::Serialize + PartialEq,
+    {
+        self.write_status_with_lists(obj, current, desired, &[])
+            .await
+    }
+
+    /// [`Self::write_status`], for a status whose cached copy may not show a list the server
+    /// still holds: each field named in `lists` that `desired` lacks is written as `[]`.
+    pub async fn write_status_with_lists<K, S>(
+        &self,
         obj: &K,
         current: Option<&S>,
         desired: &S,
@@ -123,13 +194,17 @@ impl Runtime {
         K: Resource<DynamicType = ()>,
         S: serde::Serialize + PartialEq,
     {
-        let manager = self.field_manager(controller);
+        let manager = self.field_manager();
         crate::status::write(&self.client, obj, current, desired, lists, &manager).await
     }
 
-    /// The field manager of controller `controller`'s writes: `<manager name>-<controller>`.
-    pub fn field_manager(&self, controller: &str) -> String {
-        format!("{}-{controller}", self.name)
+    /// The field manager of this controller's writes: `<manager name>-<controller>` (the
+    /// Manager's name alone for its own handle).
+    pub fn field_manager(&self) -> String {
+        match &self.controller {
+            Some(controller) => format!("{}-{controller}", self.name),
+            None => self.name.to_string(),
+        }
     }
 
     /// Runs `task` until it ends or the process shuts down, whichever comes first.
@@ -169,6 +244,13 @@ impl Runtime {
     }
 }
 
+/// The kinds a cache found not served, each reported once, and the fix to name.
+#[derive(Debug, Default)]
+struct MissingKinds {
+    hint: Option<String>,
+    reported: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
 /// What the Manager's client is made from.
 enum ClientSource {
     /// A kubeconfig: the Manager builds the client, with request metrics.
@@ -187,9 +269,38 @@ pub struct ManagerBuilder {
     metrics: Option<Arc<Metrics>>,
     shutdown_timeout: Duration,
     signals: Option<ShutdownSignals>,
+    metrics_prefix: Option<String>,
+    reporting_instance: Option<String>,
+    missing_kind_hint: Option<String>,
 }
 
 impl ManagerBuilder {
+    /// What a user should do when a cache's kind is not served (its CRD not installed): logged
+    /// once per kind as a warning, and shown on `/readyz` beside the controller that waits
+    /// (`vigil run` says `install them: vigil manifests | kubectl apply --server-side -f -`).
+    /// Default: the warning and the reason, without a fix.
+    pub fn missing_kind_hint(mut self, hint: &str) -> Self {
+        self.missing_kind_hint = Some(hint.to_owned());
+        self
+    }
+
+    /// The prefix of the series only this runtime defines (`<prefix>_quarantined_objects`,
+    /// `<prefix>_shared_watch_*`, `<prefix>_rest_client_lists_total`…); controller-runtime's
+    /// and client-go's series keep their own names. Default: the Manager's name, with what a
+    /// metric name cannot hold turned into `_` (`foo-operator` → `foo_operator_…`). Ignored
+    /// when [`Self::metrics`] hands in a registry, which has its prefix already.
+    pub fn metrics_prefix(mut self, prefix: &str) -> Self {
+        self.metrics_prefix = Some(prefix.to_owned());
+        self
+    }
+
+    /// Which replica records the Events (their `reportingInstance`): in a cluster, the pod's
+    /// name, which the Downward API gives (`POD_NAME` in Vigil's chart). Default: none.
+    pub fn reporting_instance(mut self, instance: Option<String>) -> Self {
+        self.reporting_instance = instance;
+        self
+    }
+
     /// Serves `/metrics`, `/healthz` and `/readyz` on `addr` (port 0: any free port; see
     /// [`Manager::metrics_addr`]). Default: not served.
     pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
@@ -243,7 +354,8 @@ impl ManagerBuilder {
             (None, ClientSource::Config(_)) => Some(ShutdownSignals::install()?),
             (None, ClientSource::Client(_)) => None,
         };
-        let metrics = self.metrics.unwrap_or_else(Metrics::new);
+        let prefix = self.metrics_prefix.as_deref().unwrap_or(&self.name);
+        let metrics = self.metrics.unwrap_or_else(|| Metrics::new(prefix));
         let client = match self.client {
             ClientSource::Config(config) => crate::client::instrumented(*config, &metrics)
                 .map_err(|e| std::io::Error::other(format!("building the API client: {e}")))?,
@@ -288,13 +400,21 @@ impl ManagerBuilder {
         report_leadership(leadership.clone(), metrics.clone(), health.clone());
         let ready_health = health.clone();
         let runtime = Runtime {
-            recorder: EventRecorder::new(client.clone(), &self.name),
+            recorder: EventRecorder::new(client.clone(), &self.name, self.reporting_instance),
             name: self.name.into(),
+            controller: None,
             client,
             watches,
             metrics,
             leadership,
-            ready: Arc::new(move |name, ok| ready_health.set_ready(name, ok)),
+            ready: Arc::new(move |name, ok, reason| match (ok, reason) {
+                (false, Some(reason)) => ready_health.set_not_ready(name, Some(reason)),
+                (ok, _) => ready_health.set_ready(name, ok),
+            }),
+            missing_kinds: Arc::new(MissingKinds {
+                hint: self.missing_kind_hint,
+                reported: std::sync::Mutex::default(),
+            }),
             stopped,
             _leading: leading,
         };
@@ -325,7 +445,8 @@ pub struct Manager {
 
 impl Manager {
     /// A Manager named `name` for the cluster of `config`. The name is the product's, as the
-    /// cluster sees it: the Events' reporting controller and the prefix of field managers.
+    /// cluster sees it: the Events' reporting controller, the prefix of field managers and,
+    /// unless [`ManagerBuilder::metrics_prefix`] says otherwise, of the runtime's own metrics.
     pub fn builder(name: &str, config: kube::Config) -> ManagerBuilder {
         Self::with_source(name, ClientSource::Config(Box::new(config)))
     }
@@ -346,6 +467,9 @@ impl Manager {
             metrics: None,
             shutdown_timeout: Duration::from_secs(25),
             signals: None,
+            metrics_prefix: None,
+            reporting_instance: None,
+            missing_kind_hint: None,
         }
     }
 
@@ -359,7 +483,8 @@ impl Manager {
         self.server.as_ref().map(|(addr, _)| *addr)
     }
 
-    /// Starts controller `name`: `run` gets the runtime and runs until its shutdown signal
+    /// Starts controller `name`: `run` gets the runtime, scoped to `name` (its controller, field
+    /// manager and status writes are named after it), and runs until its shutdown signal
     /// ([`Runtime::shutdown`]). `/readyz` lists `name`, not ready until the controller reports
     /// its caches synced.
     pub fn add<F, Fut>(&mut self, name: &str, run: F)
@@ -368,7 +493,7 @@ impl Manager {
         Fut: Future<Output = ()> + Send + 'static,
     {
         self.health.register(name);
-        let task = tokio::spawn(run(self.runtime.clone()));
+        let task = tokio::spawn(run(self.runtime.scoped(name)));
         self.controllers.push((name.to_owned(), task));
     }
 

@@ -15,9 +15,12 @@
 //! | `workqueue_queue_duration_seconds` | histogram | `name` |
 //! | `workqueue_work_duration_seconds` | histogram | `name` |
 //! | `leader_election_master_status` | gauge | `name` |
-//! | `vigil_quarantined_objects` | gauge | `controller` |
+//! | `<prefix>_quarantined_objects` | gauge | `controller` |
+//! | `process_*` | client_golang's process metrics (CPU, memory, fds, start time) | |
 //!
 //! The client's request metrics (`rest_client_*`, client-go's names) are in [`crate::client`].
+//! Series that neither controller-runtime nor client-go defines carry the product's prefix,
+//! given to [`Metrics::new`] (the Manager's name by default; `vigil run`'s is `vigil`).
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -159,7 +162,7 @@ impl Families {
 
     /// Registers every family under its exposed name. Counters are named without `_total`
     /// because prometheus_client appends it.
-    fn register_all(&self, registry: &mut Registry) {
+    fn register_all(&self, registry: &mut Registry, prefix: &Prefix) {
         let f = self.clone();
         registry.register(
             "controller_runtime_reconcile",
@@ -204,7 +207,7 @@ impl Families {
             f.leader,
         );
         registry.register(
-            "vigil_quarantined_objects",
+            prefix.name("quarantined_objects"),
             "Objects whose reconciles keep failing, now retried slowly (quarantined), per controller",
             f.quarantined,
         );
@@ -220,22 +223,55 @@ pub struct Metrics {
     client: crate::client::ClientMetrics,
     /// The `name` label of `leader_election_master_status`.
     election: Mutex<String>,
+    prefix: Prefix,
+}
+
+/// The product's prefix of the series only this runtime defines, made a valid metric name.
+#[derive(Clone, Debug)]
+struct Prefix(String);
+
+impl Prefix {
+    /// `product` with what a metric name may not hold (`-`, `.`…) turned into `_`; an empty
+    /// product gives no prefix.
+    fn new(product: &str) -> Self {
+        let mut prefix: String = product
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        if prefix.starts_with(|c: char| c.is_ascii_digit()) {
+            prefix.insert(0, '_');
+        }
+        Self(prefix)
+    }
+
+    fn name(&self, name: &str) -> String {
+        if self.0.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{}_{name}", self.0)
+        }
+    }
 }
 
 impl Metrics {
-    /// Creates the registry with every runtime metric registered; `leader_election_master_status`
-    /// starts at 0 so a scrape before the first election already shows "not leading".
-    pub fn new() -> Arc<Self> {
+    /// Creates the registry with every runtime metric registered, the process's among them;
+    /// `leader_election_master_status` starts at 0 so a scrape before the first election
+    /// already shows "not leading". `product` prefixes the series only this runtime defines
+    /// (`vigil` gives `vigil_quarantined_objects`; see the module documentation).
+    pub fn new(product: &str) -> Arc<Self> {
+        let prefix = Prefix::new(product);
         let families = Families::new();
         let mut registry = Registry::default();
-        families.register_all(&mut registry);
+        families.register_all(&mut registry, &prefix);
         let client = crate::client::ClientMetrics::new();
-        client.register(&mut registry);
+        client.register(&mut registry, &prefix.name(""));
+        crate::process::register(&mut registry);
         let metrics = Self {
             registry: Mutex::new(registry),
             families,
             client,
             election: Mutex::new(DEFAULT_ELECTION_NAME.to_owned()),
+            prefix,
         };
         metrics.set_leader(false);
         Arc::new(metrics)
@@ -248,6 +284,12 @@ impl Metrics {
         ControllerMetrics {
             inner: Arc::new(ControllerSeries::new(&self.families, name)),
         }
+    }
+
+    /// `name` with the product's prefix (`quarantined_objects` → `vigil_quarantined_objects`):
+    /// the name of a series only this runtime, or the product, defines.
+    pub fn product_name(&self, name: &str) -> String {
+        self.prefix.name(name)
     }
 
     /// The API client's request series (see [`crate::client`]).
@@ -379,7 +421,7 @@ impl ControllerMetrics {
         self.inner.retries.inc();
     }
 
-    /// `count` objects are quarantined now (`vigil_quarantined_objects`).
+    /// `count` objects are quarantined now (`<prefix>_quarantined_objects`).
     pub fn set_quarantined(&self, count: usize) {
         self.inner
             .quarantined
@@ -429,7 +471,7 @@ mod tests {
 
     #[test]
     fn reconcile_results_are_counted_by_result_label() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let crisvc = metrics.controller("crisvc");
         crisvc.reconcile_started().finish(ReconcileResult::Success);
         crisvc
@@ -453,7 +495,7 @@ mod tests {
 
     #[test]
     fn errors_count_in_both_counters() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let crisvc = metrics.controller("crisvc");
         crisvc.reconcile_started().finish(ReconcileResult::Error);
 
@@ -468,7 +510,7 @@ mod tests {
 
     #[test]
     fn reconcile_duration_lands_in_both_histograms() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         metrics
             .controller("crisvc")
             .reconcile_started()
@@ -495,7 +537,7 @@ mod tests {
 
     #[test]
     fn workqueue_metrics_use_the_name_label() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let queue = metrics.controller("crisvc");
         queue.queue_add();
         queue.queue_add();
@@ -522,7 +564,7 @@ mod tests {
 
     #[test]
     fn leader_status_follows_set_leader() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         metrics.name_election("vigil");
         let series = r#"leader_election_master_status{name="vigil"}"#;
         assert!(metrics.encode().contains(&format!("{series} 0")));
@@ -534,7 +576,7 @@ mod tests {
 
     #[test]
     fn controllers_get_separate_series_and_shared_handles() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let a = metrics.controller("a");
         let a_again = metrics.controller("a");
         metrics.controller("b").queue_add();
@@ -548,7 +590,7 @@ mod tests {
 
     #[test]
     fn controllers_can_register_their_own_metrics() {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let lame = Gauge::<i64>::default();
         metrics.register("vigil_lame_services", "Services marked lame", lame.clone());
         lame.set(3);
@@ -557,7 +599,7 @@ mod tests {
 
     #[test]
     fn exposition_is_openmetrics_text() {
-        let text = Metrics::new().encode();
+        let text = Metrics::new("vigil").encode();
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(!text.contains("_total_total"), "{text}");
     }

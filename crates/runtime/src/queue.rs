@@ -74,6 +74,7 @@ where
     }
 
     /// Keys waiting now.
+    #[cfg(test)]
     pub fn depth(&self) -> usize {
         self.waiting.lock().map_or(0, |w| w.len())
     }
@@ -104,7 +105,7 @@ mod tests {
 
     #[test]
     fn adds_merge_until_the_reconcile_starts() {
-        let registry = Metrics::new();
+        let registry = Metrics::new("test");
         let queue = QueueTracker::<ConfigMap>::new(registry.controller("q"));
         let a = ObjectRef::new("a").within("ns");
         queue.added(a.clone());

@@ -120,11 +120,6 @@ impl Failure {
     }
 }
 
-/// Whether a watch error means the server gave no answer (as opposed to an API status).
-pub fn is_unanswered(error: &kube::runtime::watcher::Error) -> bool {
-    Failure::of_watch(error) == Failure::Unanswered
-}
-
 /// How long a watch waits between two probes while its back-off delay is `delay`, before jitter.
 pub fn probe_interval(delay: Duration) -> Duration {
     (delay / PROBES_PER_BACKOFF).max(PROBE_INTERVAL)
@@ -211,6 +206,9 @@ impl Reachability {
         if self.probing.swap(true, Ordering::AcqRel) {
             return;
         }
+        tracing::warn!(
+            "the API server does not answer: watches and reconciles wait, probing it every {PROBE_INTERVAL:?}"
+        );
         let this = self.clone();
         tokio::spawn(async move {
             loop {
@@ -236,6 +234,10 @@ impl Reachability {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unanswered(error: &kube::runtime::watcher::Error) -> bool {
+        Failure::of_watch(error) == Failure::Unanswered
+    }
     use kube::runtime::watcher::Error;
 
     #[test]
@@ -258,13 +260,13 @@ mod tests {
     #[test]
     fn only_unanswered_requests_count_as_an_outage() {
         let status = kube::core::Status::failure("gone", "Expired").with_code(410);
-        assert!(!is_unanswered(&Error::WatchError(Box::new(status.clone()))));
-        assert!(!is_unanswered(&Error::InitialListFailed(kube::Error::Api(
+        assert!(!unanswered(&Error::WatchError(Box::new(status.clone()))));
+        assert!(!unanswered(&Error::InitialListFailed(kube::Error::Api(
             Box::new(status)
         ))));
-        assert!(is_unanswered(&Error::WatchStartFailed(
-            kube::Error::Service("connection refused".into())
-        )));
+        assert!(unanswered(&Error::WatchStartFailed(kube::Error::Service(
+            "connection refused".into()
+        ))));
     }
 
     #[test]

@@ -92,7 +92,7 @@ async fn start(
             .namespaces(Some(&[namespace].into()))
             .labels(PROBE_LABEL)
             .build();
-        wire(runtime.controller(NAME, &config_maps))
+        wire(runtime.controller(&config_maps))
             .run(reconcile, context)
             .await;
     });
@@ -171,7 +171,7 @@ async fn a_controllers_own_backoff_sets_when_an_object_is_quarantined() {
     });
     let running = start(&env, leading, probe, move |builder| builder.backoff(policy)).await;
 
-    let quarantined = format!("vigil_quarantined_objects{{controller=\"{NAME}\"}} 1");
+    let quarantined = format!("probe_test_quarantined_objects{{controller=\"{NAME}\"}} 1");
     wait_for("the failing ConfigMap quarantined", SETTLE, || async {
         Ok::<_, String>(
             running

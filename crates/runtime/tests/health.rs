@@ -25,7 +25,7 @@ struct Server {
 }
 
 async fn start() -> Server {
-    let metrics = Metrics::new();
+    let metrics = Metrics::new("test");
     let health = Health::new();
     let (stop, stopped) = oneshot::channel::<()>();
     let shutdown = async {

@@ -379,8 +379,130 @@ async fn rolling_replacement_hands_over_without_overlap() {
     env.cleanup().await;
 }
 
+/// A standby sees a release through its watch of the Lease, not at its next retry: with a 10 s
+/// retry period (every attempt waits 10-22 s), the standby still leads well within it after the
+/// leader releases — a rolling upgrade's leaderless gap is a request's time, not a retry's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lease_is_taken_long_before_the_next_retry() {
+    const SLOW_RETRY: Duration = Duration::from_secs(10);
+    let env = TestEnv::start().await.expect("test environment");
+    let start = |identity: &str| {
+        let config = LeaderElectionConfig {
+            lease_duration: Duration::from_secs(30),
+            renew_deadline: Duration::from_secs(20),
+            retry_period: SLOW_RETRY,
+            ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, identity)
+        };
+        assert_eq!(config.validate(), Ok(()), "timings used as given");
+        let (elector, leadership) = LeaderElector::spawn(env.client(), config);
+        Replica {
+            identity: identity.to_owned(),
+            elector,
+            leadership,
+        }
+    };
+    let leader = start("replica-a");
+    // Alone, it creates the Lease at its first attempt.
+    sample_until(&[&leader], SLOW_RETRY, "the first replica to lead", || {
+        leader.leading()
+    })
+    .await;
+    let standby = start("replica-b");
+    // The standby's first attempt finds the Lease held, and it settles into its 10 s+ wait.
+    wait_for("the standby to find the lease held", SLOW_RETRY, || {
+        let env = &env;
+        async move {
+            let lease = read_lease(env).await;
+            Ok((holder(&lease) == Some("replica-a")).then_some(()))
+        }
+    })
+    .await
+    .expect("held by the first replica");
+    tokio::time::sleep(MARGIN).await;
+    assert!(!standby.leading(), "the standby waits");
+
+    let released = Instant::now();
+    let stopped = leader.leadership.clone();
+    leader.elector.shutdown().await;
+    assert_eq!(*stopped.borrow(), Leadership::Following);
+    sample_until(&[&standby], SLOW_RETRY, "the standby to lead", || {
+        standby.leading()
+    })
+    .await;
+    let took = released.elapsed();
+    eprintln!(
+        "release -> the standby leads: {} ms (retry period {} ms)",
+        millis(took),
+        millis(SLOW_RETRY)
+    );
+    assert!(
+        took < SLOW_RETRY / 2,
+        "the standby took over after {took:?}: it waited for its retry, not for the watch"
+    );
+    assert_eq!(
+        holder(&read_lease(&env).await),
+        Some(standby.identity.as_str())
+    );
+    standby.elector.shutdown().await;
+    env.cleanup().await;
+}
+
+/// A standby whose watch of the Lease fails retries it with a backoff, never in a hot loop, and
+/// still takes over by its poll, as before the watch existed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_lease_watch_backs_off_and_the_poll_still_takes_over() {
+    let env = TestEnv::start().await.expect("test environment");
+    vigil_testenv::require_sandbox!(env);
+    let sandbox = env.sandbox().expect("sandbox");
+    sandbox.inject(Fault::fail("watch", "leases", 500, u64::MAX));
+    let leader = Replica::start(&env, "replica-a");
+    sample_until(&[&leader], 5 * LEASE_DURATION, "replica-a to lead", || {
+        leader.leading()
+    })
+    .await;
+    let (client, log) = env.recording_client().await.expect("recording client");
+    let config = LeaderElectionConfig {
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
+        ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, "replica-b")
+    };
+    let (elector, leadership) = LeaderElector::spawn(client, config);
+    let standby = Replica {
+        identity: "replica-b".to_owned(),
+        elector,
+        leadership,
+    };
+    let watching = Duration::from_secs(3);
+    tokio::time::sleep(watching).await;
+    let watches = log
+        .requests()
+        .iter()
+        .filter(|(method, uri)| method == "GET" && uri.contains("watch=true"))
+        .count();
+    // Backoff from 0.5 s doubling: 3 attempts in 3 s (one would mean the fault missed it); a
+    // hot loop would be hundreds.
+    assert!(
+        (2..=6).contains(&watches),
+        "{watches} watch requests in {watching:?}"
+    );
+    assert!(!standby.leading());
+
+    leader.elector.shutdown().await;
+    sample_until(
+        &[&standby],
+        2 * LEASE_DURATION,
+        "the standby to lead by its poll",
+        || standby.leading(),
+    )
+    .await;
+    standby.elector.shutdown().await;
+    env.cleanup().await;
+}
+
 /// The elector's requests, through a whole term (the Lease created and taken, renewed, then
-/// released on shutdown), are exactly the verbs `vigil manifests` grants on Leases.
+/// released on shutdown) and a standby's (which watches the Lease meanwhile), are exactly the
+/// verbs `vigil manifests` grants on Leases.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_electors_requests_are_exactly_the_lease_verbs_granted() {
     let env = TestEnv::start().await.expect("test environment");
@@ -391,7 +513,7 @@ async fn the_electors_requests_are_exactly_the_lease_verbs_granted() {
         retry_period: RETRY_PERIOD,
         ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, "replica-a")
     };
-    let (elector, leadership) = LeaderElector::spawn(client, config);
+    let (elector, leadership) = LeaderElector::spawn(client.clone(), config);
     wait_for("leadership", LEASE_DURATION * 5, || {
         let leading = *leadership.borrow() == Leadership::Leading;
         async move { Ok(leading.then_some(())) }
@@ -405,7 +527,31 @@ async fn the_electors_requests_are_exactly_the_lease_verbs_granted() {
     })
     .await
     .expect("renewed");
+    // A standby: it reads the Lease, finds it held, and watches it.
+    let standby_config = LeaderElectionConfig {
+        lease_duration: LEASE_DURATION,
+        renew_deadline: RENEW_DEADLINE,
+        retry_period: RETRY_PERIOD,
+        ..LeaderElectionConfig::new(env.namespace(), LEASE_NAME, "replica-b")
+    };
+    let (standby, standby_leadership) = LeaderElector::spawn(client, standby_config);
+    wait_for("the standby to watch the lease", LEASE_DURATION * 5, || {
+        let watching = log
+            .requests()
+            .iter()
+            .any(|(method, uri)| method == "GET" && uri.contains("watch=true"));
+        async move { Ok(watching.then_some(())) }
+    })
+    .await
+    .expect("watches");
     elector.shutdown().await;
+    wait_for("the standby to lead", LEASE_DURATION * 5, || {
+        let leading = *standby_leadership.borrow() == Leadership::Leading;
+        async move { Ok(leading.then_some(())) }
+    })
+    .await
+    .expect("the standby leads");
+    standby.shutdown().await;
     let released = read_lease(&env).await;
     assert!(
         holder(&released).unwrap_or_default().is_empty(),

@@ -2,14 +2,19 @@
 //! the CRD absent it counts as synced and empty (a plain cache never syncs: its list answers 404),
 //! and installing the CRD later fills it, with no restart. This is what lets the status vault run
 //! idle in a cluster without the StatusBackupPolicy CRD and wake up when it is installed.
+//! A controller on a plain cache of that kind is not ready, and `/readyz` says why and what to do.
 
 use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use kube::runtime::controller::Action;
 use kube::{Client, Resource};
 use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use vigil_runtime::Manager;
 use vigil_runtime::cache::Source as _;
 use vigil_testenv::wait_for;
@@ -94,12 +99,37 @@ async fn an_optional_cache_of_an_unserved_kind_is_synced_and_fills_once_it_is_se
     let env = vigil_testenv::TestEnv::start().await.expect("env");
     let client = env.client();
     remove_crd(&client).await;
-    let manager = Manager::for_client("test", client.clone())
+    let mut manager = Manager::for_client("test", client.clone())
+        .metrics_addr("127.0.0.1:0".parse().expect("an address"))
+        .missing_kind_hint("apply the test's CRD")
         .build()
         .await
         .expect("a manager");
+    let addr = manager.metrics_addr().expect("probes served");
     let optional = manager.runtime().cache::<Gadget>().optional().build();
     let plain = manager.runtime().cache::<Gadget>().build();
+    manager.add("gadgets", |rt| async move {
+        let gadgets = rt.cache::<Gadget>().build();
+        let reconcile =
+            |_: Arc<Gadget>, _: Arc<()>| async { Ok::<_, std::io::Error>(Action::await_change()) };
+        rt.controller(&gadgets).run(reconcile, Arc::new(())).await;
+    });
+    let reason = "[-]gadgets not ready: the API server does not serve Gadget \
+                  (optional-cache.test.vigil.dev/v1) (is its CRD installed? apply the test's CRD)";
+    wait_for(
+        "/readyz to say why the controller is not ready",
+        TIMEOUT,
+        || async {
+            let (status, body) = readyz(addr).await;
+            if status.contains("503") && body.contains(reason) {
+                Ok(Some(()))
+            } else {
+                Err(format!("{status}\n{body}"))
+            }
+        },
+    )
+    .await
+    .expect("the reason on /readyz");
 
     let synced = tokio::time::timeout(TIMEOUT, optional.synced().wait()).await;
     assert_eq!(synced, Ok(true), "the optional cache syncs, empty");
@@ -143,5 +173,41 @@ async fn an_optional_cache_of_an_unserved_kind_is_synced_and_fills_once_it_is_se
     })
     .await
     .expect("filled once served");
+    wait_for(
+        "the controller ready once its kind is served",
+        TIMEOUT,
+        || async {
+            let (status, body) = readyz(addr).await;
+            if status.contains("200") && body.contains("[+]gadgets ok") {
+                Ok(Some(()))
+            } else {
+                Err(format!("{status}\n{body}"))
+            }
+        },
+    )
+    .await
+    .expect("ready");
+    drop(manager);
     remove_crd(&client).await;
+}
+
+/// GET `/readyz` on `addr`: the status line and the body.
+async fn readyz(addr: SocketAddr) -> (String, String) {
+    let Ok(mut stream) = tokio::net::TcpStream::connect(addr).await else {
+        return ("unreachable".into(), String::new());
+    };
+    let request = "GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    let mut response = String::new();
+    if stream.write_all(request.as_bytes()).await.is_err()
+        || stream.read_to_string(&mut response).await.is_err()
+    {
+        return ("no answer".into(), String::new());
+    }
+    let status = response.lines().next().unwrap_or_default().to_owned();
+    let body = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    (status, body)
 }

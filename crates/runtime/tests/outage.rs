@@ -4,8 +4,8 @@
 
 #![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
 
-#[path = "../examples/sample_controller.rs"]
-#[allow(dead_code)] // the example's `main` and `Args`
+#[path = "../../../examples/sample-controller/src/controller.rs"]
+#[allow(dead_code)] // what only the operator's own main uses
 mod sample_controller;
 
 use std::net::SocketAddr;
@@ -67,8 +67,10 @@ async fn deployment_appears(deployments: &Api<Deployment>, name: &str, within: D
 async fn after_an_outage_controllers_act_again_at_once_and_healthz_stays_healthy() {
     let env = TestEnv::start().await.expect("test environment");
     require_sandbox!(env);
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(include_str!("../examples/foo-crd.yaml")).expect("upstream CRD");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(include_str!(
+        "../../../examples/sample-controller/foo-crd.yaml"
+    ))
+    .expect("upstream CRD");
     vigil_testenv::install_crd(&env.client(), &crd)
         .await
         .expect("Foo CRD served");

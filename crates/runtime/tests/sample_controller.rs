@@ -1,12 +1,12 @@
-//! End-to-end: the sample-controller example (`examples/sample_controller.rs`) on a Manager, on
+//! End-to-end: the sample-controller example (`examples/sample-controller`) on a Manager, on
 //! the sandbox (its Deployment and ReplicaSet loops, a simulated kubelet) or on the cluster of
 //! `VIGIL_TEST_KUBECONFIG` (kube-controller-manager, the same simulated kubelet). Black-box: the
 //! test only creates, scales and deletes a Foo and looks at what the API shows.
 
 #![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
 
-#[path = "../examples/sample_controller.rs"]
-#[allow(dead_code)] // the example's `main` and `Args`
+#[path = "../../../examples/sample-controller/src/controller.rs"]
+#[allow(dead_code)] // what only the operator's own main uses
 mod sample_controller;
 
 use std::time::Duration;
@@ -34,8 +34,10 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
     let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
         .await
         .expect("test environment");
-    let crd: CustomResourceDefinition =
-        serde_saphyr::from_str(include_str!("../examples/foo-crd.yaml")).expect("upstream CRD");
+    let crd: CustomResourceDefinition = serde_saphyr::from_str(include_str!(
+        "../../../examples/sample-controller/foo-crd.yaml"
+    ))
+    .expect("upstream CRD");
     vigil_testenv::install_crd(&env.client(), &crd)
         .await
         .expect("Foo CRD served");
@@ -132,7 +134,7 @@ async fn a_foo_gets_its_deployment_mirrors_its_availability_and_takes_it_along()
         "{text}"
     );
     assert!(
-        text.contains("vigil_rest_client_watches_total{resource=\"deployments.apps\"}"),
+        text.contains("sample_controller_rest_client_watches_total{resource=\"deployments.apps\"}"),
         "{text}"
     );
 

@@ -15,7 +15,7 @@ use kube::runtime::watcher;
 use kube::{Resource, ResourceExt as _};
 use serde::Deserialize;
 use vigil_runtime::metrics::Metrics;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::watches::SharedWatches;
 use vigil_testenv::vigil_sandbox::Fault;
 use vigil_testenv::{RequestLog, TestEnv, rbac_attributes, wait_for};
 
@@ -113,7 +113,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     create_config_map(&env, "a").await;
     let (client, requests) = env.recording_client().await.expect("client");
     let watches = SharedWatches::new(client);
-    let metrics = Metrics::new();
+    let metrics = Metrics::new("test");
     watches.register_metrics(&metrics);
     let config = watcher::Config::default();
 
@@ -135,7 +135,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     let encoded = metrics.encode();
     assert!(
         encoded.contains(&format!(
-            "vigil_shared_watch_subscribers{{resource=\"configmaps\",namespace=\"{ns}\"}} 2"
+            "test_shared_watch_subscribers{{resource=\"configmaps\",namespace=\"{ns}\"}} 2"
         )),
         "{encoded}"
     );
@@ -168,7 +168,7 @@ async fn caches_of_one_kind_share_one_watch_and_a_late_cache_gets_the_whole_stat
     wait_for("the shared watch to stop", TIMEOUT, || {
         let encoded = metrics.encode();
         let stopped = encoded.contains(&format!(
-            "vigil_shared_watch_subscribers{{resource=\"configmaps\",namespace=\"{ns}\"}} 0"
+            "test_shared_watch_subscribers{{resource=\"configmaps\",namespace=\"{ns}\"}} 0"
         ));
         async move { if stopped { Ok(Some(())) } else { Err(encoded) } }
     })

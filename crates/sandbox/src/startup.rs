@@ -6,7 +6,7 @@
 //! - watches resumed from a resourceVersion of before the restart are accepted (200), then get
 //!   one `ERROR` event, 410 Expired, `too old resource version: 372 (383)` (7 of 7 runs): its
 //!   watch cache starts afresh at etcd's current revision, which its own writes at start (its
-//!   identity Lease among them) have moved on. The sandbox does the same ([`restart`]): it
+//!   identity Lease among them) have moved on. The sandbox does the same (`restart`): it
 //!   renews its identity Lease in `kube-system`, then restarts its event window there;
 //! - custom resources answer 503 ServiceUnavailable, `the request has been made before all known
 //!   HTTP paths have been installed, please try again`, with `Retry-After: 5` and

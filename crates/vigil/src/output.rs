@@ -2,7 +2,7 @@
 //! `vigil demo | head -3`, a terminal that closes.
 //!
 //! Rust's `say!` panics with a backtrace when the pipe is closed ("failed printing to stdout:
-//! Broken pipe"). A reader that has read enough is not a failure of Vigil's, so [`say!`] never
+//! Broken pipe"). A reader that has read enough is not a failure of Vigil's, so `say!` never
 //! panics; the first write that meets a closed pipe stops the command quietly:
 //! - a command with a graceful stop (`demo`, `sandbox`) has called [`stop_when_closed`] and waits
 //!   on [`closed`] beside SIGTERM and SIGINT: it cleans up exactly as on SIGTERM (the demo deletes
@@ -37,7 +37,7 @@ macro_rules! say {
     };
 }
 
-/// Writes one line; see [`say!`].
+/// Writes one line; see `say!`.
 pub fn line(text: std::fmt::Arguments<'_>) {
     if *channel().borrow() {
         return;

@@ -103,8 +103,10 @@ fn normalized(mut objects: Vec<Value>) -> Vec<Value> {
     }
     for o in &mut objects {
         keep_name_label(&mut o["metadata"]["labels"]);
-        if o["kind"] == "Deployment" {
+        if o["kind"] == "Deployment" || o["kind"] == "PodDisruptionBudget" {
             keep_name_label(&mut o["spec"]["selector"]["matchLabels"]);
+        }
+        if o["kind"] == "Deployment" {
             keep_name_label(&mut o["spec"]["template"]["metadata"]["labels"]);
         }
     }
@@ -139,7 +141,7 @@ fn lint_strict_passes() {
 }
 
 /// The generated list of enabled controllers, rendered by the real Helm in a throwaway chart
-/// around the generated `_rules.tpl`: a controller without a values block (a new one), or with
+/// around the generated templates: a controller without a values block (a new one), or with
 /// a block but no `enabled`, is enabled; `enabled: false` disables it. So adding a controller
 /// needs no values block for it to be installed.
 #[test]
@@ -161,11 +163,13 @@ fn a_controller_without_values_is_enabled_and_enabled_false_disables_it() {
          kubernetesCluster:\n  enabled: true\nkafkaTopic:\n  enabled: true\n",
     )
     .expect("values.yaml");
-    std::fs::copy(
-        chart_dir().join("templates/_rules.tpl"),
-        templates.join("_rules.tpl"),
-    )
-    .expect("the generated rules");
+    for generated in ["_rules.tpl", "_controllers.tpl"] {
+        std::fs::copy(
+            chart_dir().join("templates").join(generated),
+            templates.join(generated),
+        )
+        .expect("the generated templates");
+    }
     std::fs::write(
         templates.join("out.yaml"),
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  controllers: {{ include \"vigil.controllers\" . | quote }}\n",
@@ -310,7 +314,6 @@ fn optional_objects_render_when_enabled() {
     let Some(helm) = helm() else { return };
     let defaults = template(&helm, &[]).expect("helm template");
     for kind in [
-        "PodDisruptionBudget",
         "ServiceMonitor",
         "PrometheusRule",
         "NetworkPolicy",
@@ -335,7 +338,7 @@ fn optional_objects_render_when_enabled() {
     )
     .expect("helm template");
     let pdb = find(&chart, "PodDisruptionBudget").expect("PodDisruptionBudget");
-    assert_eq!(pdb["spec"]["minAvailable"], 1);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
     let monitor = find(&chart, "ServiceMonitor").expect("ServiceMonitor");
     assert_eq!(monitor["metadata"]["labels"]["release"], "prom");
     assert_eq!(monitor["spec"]["endpoints"][0]["port"], "metrics");
@@ -368,6 +371,39 @@ fn optional_objects_render_when_enabled() {
     let pdb = find(&with_max, "PodDisruptionBudget").expect("PodDisruptionBudget");
     assert_eq!(pdb["spec"]["maxUnavailable"], "50%");
     assert!(pdb["spec"].get("minAvailable").is_none(), "{pdb}");
+}
+
+/// The PodDisruptionBudget is on by default with two replicas or more (a node drain keeps one
+/// to take over the Lease), and absent with one (a budget could only block the drain for ever).
+#[test]
+fn the_disruption_budget_follows_the_replica_count() {
+    let Some(helm) = helm() else { return };
+    let budget = |sets: &[&str]| {
+        let mut args = Vec::new();
+        for set in sets {
+            args.extend(["--set", *set]);
+        }
+        let objects = template(&helm, &args).expect("helm template");
+        find(&objects, "PodDisruptionBudget").map(|pdb| pdb["spec"].clone())
+    };
+    let default = budget(&[]).expect("on by default with the default 2 replicas");
+    assert_eq!(default["maxUnavailable"], 1, "{default}");
+    assert!(default.get("minAvailable").is_none(), "{default}");
+    let deployment = template(&helm, &[]).expect("helm template");
+    let deployment = find(&deployment, "Deployment").expect("Deployment");
+    assert_eq!(
+        default["selector"], deployment["spec"]["selector"],
+        "it covers Vigil's pods"
+    );
+    assert!(budget(&["replicaCount=3"]).is_some());
+    assert!(budget(&["replicaCount=1"]).is_none(), "one replica: none");
+    assert!(
+        budget(&["podDisruptionBudget.enabled=false"]).is_none(),
+        "opt-out"
+    );
+    let min = budget(&["podDisruptionBudget.minAvailable=1"]).expect("PodDisruptionBudget");
+    assert_eq!(min["minAvailable"], 1, "{min}");
+    assert!(min.get("maxUnavailable").is_none(), "{min}");
 }
 
 /// The chart's copy of the alerts (read by `.Files.Get`) is observability/alerts.yaml.

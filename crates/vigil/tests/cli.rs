@@ -259,4 +259,9 @@ fn demo_plays_the_articles_scenario() {
     ] {
         assert!(text.contains(step), "missing step {step:?} in:\n{text}");
     }
+    // The happy path waits (a cluster's API server starting) but fails nothing: no line asks
+    // the user to act.
+    let log = String::from_utf8_lossy(&out.stderr);
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert!(errors.is_empty(), "the happy path logs errors: {errors:#?}");
 }

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, PodTemplate, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Pod, PodTemplate, Service};
 use kube::CustomResourceExt as _;
 use kube::api::{Api, ApiResource, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -248,6 +248,30 @@ async fn vigil_converges_at_once_after_each_control_plane_fault() {
     env.delete_on_cleanup(&ApiResource::erase::<CriticalService>(&()), &cr_name);
     for i in 0..faults.len() {
         protected_service(&env, i).await;
+    }
+    // Vigil starts on Services that answer: each has its backend listed ready (the kubelet and
+    // the endpoints controller take a moment, longer under load; a Vigil started before would
+    // rightly give a Service a fallback).
+    let endpoints: Api<Endpoints> = env.api();
+    for i in 0..faults.len() {
+        wait_for(
+            &format!("web-{i}'s backend ready"),
+            CONVERGE_TIMEOUT,
+            || async {
+                let ready = endpoints
+                    .get_opt(&format!("web-{i}"))
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .and_then(|e| e.subsets)
+                    .is_some_and(|s| {
+                        s.iter()
+                            .any(|s| s.addresses.as_ref().is_some_and(|a| !a.is_empty()))
+                    });
+                Ok::<_, String>(ready.then_some(()))
+            },
+        )
+        .await
+        .expect("a ready backend");
     }
 
     let log = dir.join("vigil.log");

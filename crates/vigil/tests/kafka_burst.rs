@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use vigil_apis::Topic;
 use vigil_kafka::{Admin, ClientConfig};
@@ -106,7 +105,7 @@ async fn kill_during_a_burst_leaves_exactly_the_declared_topics() {
         .await
         .expect("namespace");
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &Topic::crd())
+        .create(&PostParams::default(), &vigil_apis::crds::topic())
         .await
         .expect("crd");
     let topics: Api<Topic> = Api::namespaced(client.clone(), NS);

@@ -18,8 +18,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
+use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::{CustomResourceExt as _, ResourceExt as _};
 use rand::{Rng as _, SeedableRng as _};
 use serde_json::json;
 use vigil_apis::KubernetesCluster;
@@ -145,7 +145,7 @@ async fn setup(client: &kube::Client) {
         )
         .await
         .expect("create namespace");
-    install_crd(client, &KubernetesCluster::crd())
+    install_crd(client, &vigil_apis::crds::kubernetes_cluster())
         .await
         .expect("the KubernetesCluster CRD served");
 }

@@ -7,7 +7,7 @@
 
 mod support;
 
-use support::{Proc, client, spawn_sandbox};
+use support::{Proc, client, holder, spawn_sandbox};
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
@@ -174,17 +174,6 @@ fn the_demo_stops_cleanly_on_sigterm_right_after_its_first_line() {
         );
     }
     let _ = std::fs::remove_dir_all(&tmp);
-}
-
-async fn holder(leases: &Api<Lease>) -> Option<String> {
-    leases
-        .get_opt("vigil-leader")
-        .await
-        .ok()
-        .flatten()
-        .and_then(|l| l.spec)
-        .and_then(|s| s.holder_identity)
-        .filter(|h| !h.is_empty())
 }
 
 fn spawn_run(kubeconfig: &Path, name: &str) -> Proc {

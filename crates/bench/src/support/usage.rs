@@ -1,6 +1,6 @@
 //! What a process uses, from /proc: resident memory and CPU time.
 
-/// Clock ticks per second of /proc/<pid>/stat's utime and stime: assumed to be 100 (USER_HZ on
+/// Clock ticks per second of `/proc/<pid>/stat`'s utime and stime: assumed to be 100 (USER_HZ on
 /// Linux everywhere in practice) rather than read through sysconf.
 pub(crate) const CLK_TCK: f64 = 100.0;
 

@@ -1,9 +1,7 @@
-//! The reconcile: through the finalizer, a [`Plan`] decided from the caches turned into writes —
-//! copies created, replaced, recreated or deleted (only what the plan asks for), then the status
-//! (only what differs) and the Events. The runtime's guard keeps non-leaders from getting here.
+//! The writes a plan asks for: copies created, replaced, recreated or deleted (only what the
+//! plan asks for), then the status (only what differs) and the Events.
 
-use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -12,62 +10,27 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource as _, ResourceExt as _};
 use vigil_apis::ConfigMapSync;
-use vigil_apis::configmap_sync::{DeletionPolicy, SyncedKind};
-use vigil_runtime::{Runtime, finalizer};
+use vigil_apis::configmap_sync::SyncedKind;
 
-use super::NAME;
 use super::cache::Copied;
 use super::decide::{self, AfterWrites, WriteOutcome};
-use super::metrics::Metrics;
 use super::model::{
-    CONTENT_HASH_ANNOTATION, COPY_LABEL, ConfigMapView, CopyRef, CopyWrite, Error, FINALIZER,
-    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, Settings,
-    SyncView, WriteKind,
+    CONTENT_HASH_ANNOTATION, COPY_LABEL, ConfigMapView, CopyRef, CopyWrite, Error,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, Plan, SOURCE_ANNOTATION, SyncView,
+    WriteKind,
 };
-use super::observe::{Caches, Observed, view};
+use super::reconcile::Context;
 
 /// Copies written at once for one ConfigMapSync (a fan-out to 100 namespaces overlaps them).
 const WRITE_CONCURRENCY: usize = 16;
 
-/// Shared by reconciles.
-pub(super) struct Context {
-    pub runtime: Runtime,
-    pub settings: Settings,
-    pub caches: Caches,
-    pub metrics: Metrics,
-}
-
-/// Copies are cleaned up before a ConfigMapSync goes (ownerReferences cannot point across
-/// namespaces), through the finalizer.
-pub(super) async fn reconcile(
-    sync: Arc<ConfigMapSync>,
-    ctx: Arc<Context>,
-) -> Result<Action, finalizer::Error<Error>> {
-    let api: Api<ConfigMapSync> = Api::namespaced(
-        ctx.runtime.client().clone(),
-        &sync.namespace().unwrap_or_default(),
-    );
-    finalizer::finalized(
-        &api,
-        FINALIZER,
-        sync,
-        |sync| apply_sync(sync, &ctx),
-        |sync| cleanup(sync, &ctx),
-    )
-    .await
-}
-
-async fn apply_sync(sync: Arc<ConfigMapSync>, ctx: &Context) -> Result<Action, Error> {
-    let plan = {
-        let observed = ctx.caches.observe(&sync);
-        decide::decide(&observed.inputs(&ctx.settings, Timestamp::now()))
-    };
-    apply(&sync, ctx, plan).await
-}
-
 /// Writes what the plan asks for; then the status (only when it changed) and the Events that
 /// [`decide::after_writes`] makes of the plan and the writes' outcomes.
-async fn apply(sync: &ConfigMapSync, ctx: &Context, plan: Plan) -> Result<Action, Error> {
+pub(super) async fn apply(
+    sync: &ConfigMapSync,
+    ctx: &Context,
+    plan: Plan,
+) -> Result<Action, Error> {
     let mut written = Written::default();
     if !plan.writes.is_empty() {
         // The cache holds hashes only: read the source's content once for every copy.
@@ -103,8 +66,7 @@ async fn apply(sync: &ConfigMapSync, ctx: &Context, plan: Plan) -> Result<Action
         return Ok(Action::await_change());
     };
     ctx.runtime
-        .write_status(
-            NAME,
+        .write_status_with_lists(
             sync,
             sync.status.as_ref(),
             &status,
@@ -220,7 +182,7 @@ fn copy_of<K: Copied>(sync: &ConfigMapSync, source: &K, write: &CopyWrite) -> K 
 
 fn post_params(ctx: &Context) -> PostParams {
     PostParams {
-        field_manager: Some(ctx.runtime.field_manager(NAME)),
+        field_manager: Some(ctx.runtime.field_manager()),
         ..PostParams::default()
     }
 }
@@ -274,7 +236,11 @@ async fn write_copy<K: Copied>(
     }
 }
 
-async fn delete_copy(ctx: &Context, kind: SyncedKind, target: &CopyRef) -> Result<(), kube::Error> {
+pub(super) async fn delete_copy(
+    ctx: &Context,
+    kind: SyncedKind,
+    target: &CopyRef,
+) -> Result<(), kube::Error> {
     match kind {
         SyncedKind::ConfigMap => delete_object::<ConfigMap>(ctx, target).await,
         SyncedKind::Secret => delete_object::<Secret>(ctx, target).await,
@@ -292,32 +258,8 @@ async fn delete_object<K: Copied>(ctx: &Context, target: &CopyRef) -> Result<(),
     }
 }
 
-/// The ConfigMapSync is being deleted: delete its copies (unless `deletionPolicy: Orphan`), then
-/// the finalizer goes. Besides the cache, the API is asked for copies of this name, so a copy
-/// written a moment ago (not in the cache yet) is not left behind.
-async fn cleanup(sync: Arc<ConfigMapSync>, ctx: &Context) -> Result<Action, Error> {
-    let this = view(&sync);
-    let mut config_maps = ctx.caches.relevant(&this);
-    if this.spec.deletion_policy() == DeletionPolicy::Delete {
-        let listed = match (this.spec.kind(), ctx.caches.has_secrets()) {
-            (SyncedKind::ConfigMap, _) => list_copies::<ConfigMap>(ctx, &this).await?,
-            (SyncedKind::Secret, true) => list_copies::<Secret>(ctx, &this).await?,
-            // Secrets not enabled: no permission to list them; none were written by this run.
-            (SyncedKind::Secret, false) => Vec::new(),
-        };
-        let known: HashSet<String> = config_maps.iter().map(|c| c.uid.clone()).collect();
-        config_maps.extend(listed.into_iter().filter(|v| !known.contains(&v.uid)));
-    }
-    let observed = Observed::for_cleanup(this, config_maps);
-    let deletes = decide::cleanup(&observed.inputs(&ctx.settings, Timestamp::now()));
-    for target in &deletes {
-        delete_copy(ctx, observed.sync.spec.kind(), target).await?;
-    }
-    Ok(Action::await_change())
-}
-
 /// Copies of this name in any namespace, asked of the API (not the cache).
-async fn list_copies<K: Copied>(
+pub(super) async fn list_copies<K: Copied>(
     ctx: &Context,
     sync: &SyncView,
 ) -> Result<Vec<ConfigMapView>, kube::Error> {

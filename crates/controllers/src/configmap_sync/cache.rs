@@ -119,32 +119,20 @@ fn slim_meta(
     hash: String,
     size: usize,
 ) {
-    meta.managed_fields = None;
+    crate::slim::meta(
+        meta,
+        &[
+            OWNER_ANNOTATION,
+            SHAREABLE_WITH_ANNOTATION,
+            CONTENT_HASH_ANNOTATION,
+            SOURCE_ANNOTATION,
+        ],
+    );
     meta.owner_references = None;
-    let mut kept: BTreeMap<String, String> = meta
-        .annotations
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| {
-            k == OWNER_ANNOTATION
-                || k == SHAREABLE_WITH_ANNOTATION
-                || k == CONTENT_HASH_ANNOTATION
-                || k == SOURCE_ANNOTATION
-        })
-        .collect();
+    let mut kept: BTreeMap<String, String> = meta.annotations.take().unwrap_or_default();
     kept.insert(OBSERVED_HASH.into(), hash);
     kept.insert(OBSERVED_SIZE.into(), size.to_string());
     meta.annotations = Some(kept);
-}
-
-/// Strips a namespace to its name, labels and deletion mark.
-pub fn slim_namespace(ns: &mut Namespace) {
-    let meta = ns.meta_mut();
-    meta.managed_fields = None;
-    meta.annotations = None;
-    ns.spec = None;
-    ns.status = None;
 }
 
 /// Index keys of a cached ConfigMap: its name (sources and copies share it across namespaces)

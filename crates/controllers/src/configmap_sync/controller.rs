@@ -1,5 +1,5 @@
 //! The wiring: lean caches of ConfigMapSyncs, ConfigMaps, namespaces (and Secrets when enabled),
-//! the triggers from each, the metrics, and the controller that reconciles with [`apply`].
+//! the triggers from each, the metrics, and the controller that reconciles with [`reconcile`](super::reconcile).
 //!
 //! [`apply`]: super::apply
 
@@ -15,10 +15,10 @@ pub use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
 /// Condition reason of a quarantined ConfigMapSync (the controller builder reports it).
 pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
 
-use super::apply::{Context, reconcile};
 use super::cache;
 use super::metrics::{Metrics, report_destinations};
 use super::observe::Caches;
+use super::reconcile::{Context, reconcile};
 
 /// ConfigMapSyncs reconciled at once. Unbounded, 1,000 ConfigMapSyncs created together would each
 /// open their own HTTP/1.1 connections for their writes: thousands of sockets and their buffers
@@ -38,7 +38,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     // Namespaces are few and read whole (labels): no index.
     let namespaces = runtime
         .cache::<Namespace>()
-        .slim(cache::slim_namespace)
+        .slim(crate::slim::namespace)
         .build();
     let secrets = settings.secrets.then(|| {
         let secrets = runtime.cache::<Secret>().slim(cache::slim_secret);
@@ -53,7 +53,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     // Deciding on half-filled caches would report missing sources and re-create copies: the
     // builder waits for every cache it is given.
     let mut controller = runtime
-        .controller(NAME, &syncs)
+        .controller(&syncs)
         .concurrency(RECONCILE_CONCURRENCY)
         .watches(&config_maps, caches.mapper_for_object::<ConfigMap>())
         .watches(&namespaces, caches.mapper_for_namespace());

@@ -10,7 +10,8 @@
 //! - `consent.rs`: who may read a source and write to a namespace;
 //! - `decide.rs`: the pure decision (destinations, copies to write and delete, status, Events);
 //! - `observe.rs`: cache look-ups that build the decision's inputs, and the trigger mappers;
-//! - `apply.rs`: the reconcile: the finalizer, and the writes a plan asks for;
+//! - `reconcile.rs`: the reconcile: the finalizer, observe, decide, apply (or clean up);
+//! - `apply.rs`: the writes a plan asks for;
 //! - `metrics.rs`: `vigil_configmapsync_*` series;
 //! - `controller.rs`: the wiring (caches, builder, metrics);
 //! - `registration.rs`: its entry in the registry (flags, CRD, permissions, how it is added).
@@ -23,6 +24,7 @@ pub mod decide;
 mod metrics;
 pub mod model;
 mod observe;
+mod reconcile;
 pub mod registration;
 
 pub use controller::run_on;

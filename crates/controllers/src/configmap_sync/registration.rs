@@ -9,16 +9,33 @@ use vigil_runtime::Manager;
 use super::controller;
 use super::model::Settings;
 use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
-use crate::registry::{Registration, Setup, SetupError};
+use crate::registry::{
+    ChartValue, FlagKind, Install, PermissionSet, Registration, Setup, SetupError,
+};
 
 /// The entry in [`crate::registry::CONTROLLERS`].
 pub const REGISTRATION: Registration = Registration {
     name: NAME,
+    summary: "ConfigMapSync (apps.bixbite.io/v1): ConfigMaps (and Secrets) kept in sync across namespaces.",
     chart_key: "configMapSync",
     crds: || vec![ConfigMapSync::crd()],
     permissions: PERMISSIONS,
-    optional_permissions: &[("secrets", SECRET_PERMISSIONS)],
+    optional_permissions: &[PermissionSet {
+        name: "secrets",
+        permissions: SECRET_PERMISSIONS,
+        value: "secrets",
+        manifests_flag: "configmapsync-secrets",
+        help: "ConfigMapSync: also copy Secrets — grants get/list/watch/create/update/delete on Secrets and passes `--configmapsync-secrets` to `vigil run`.",
+        narrowed_by: None,
+    }],
     flags: Flags::augment_args,
+    chart_values: &[
+        ChartValue::flag("trustAll", "configmapsync-trust-all", FlagKind::Switch),
+        ChartValue::flag("secrets", "configmapsync-secrets", FlagKind::Switch),
+    ],
+    after: &[],
+    requires: &[],
+    install: Install::NOTHING,
     add,
 };
 

@@ -15,7 +15,6 @@ use vigil_apis::CriticalService;
 use vigil_apis::critical_service::CriticalServiceStatus;
 use vigil_runtime::Runtime;
 
-use super::NAME;
 use super::model::{Plan, PodRef, Relabel, SliceWrite};
 
 /// Writes one reconcile makes at once (fallback pods, Events).
@@ -44,7 +43,7 @@ pub(super) struct Writer {
 impl Writer {
     pub(super) fn new(runtime: Runtime) -> Self {
         Self {
-            field_manager: runtime.field_manager(NAME),
+            field_manager: runtime.field_manager(),
             runtime,
             written: StatusMemo::default(),
         }
@@ -84,7 +83,7 @@ impl Writer {
         // does not even build the field manager's name.
         if current.as_ref() != Some(&plan.status) {
             let wrote = (self.runtime)
-                .write_status(NAME, cr, current.as_ref(), &plan.status, STATUS_LISTS)
+                .write_status_with_lists(cr, current.as_ref(), &plan.status, STATUS_LISTS)
                 .await?;
             if wrote.is_some() {
                 self.written.remember(cr, &plan.status);

@@ -299,21 +299,6 @@ pub fn critical_service_keys(cr: &CriticalService) -> Vec<String> {
         .collect()
 }
 
-/// Drops the metadata the decision never reads (managed fields are most of a small object).
-fn slim_meta(meta: &mut ObjectMeta, keep_annotations: &[&str]) {
-    meta.managed_fields = None;
-    meta.self_link = None;
-    meta.generate_name = None;
-    meta.creation_timestamp = None;
-    meta.finalizers = None;
-    if let Some(annotations) = meta.annotations.as_mut() {
-        annotations.retain(|k, _| keep_annotations.contains(&k.as_str()));
-        if annotations.is_empty() {
-            meta.annotations = None;
-        }
-    }
-}
-
 /// Strips a pod to what the decision reads: labels, three annotations, owners, readiness,
 /// deletion mark, IP, and the node of Vigil's own pods.
 pub fn slim_pod(pod: &mut CachedPod) {
@@ -333,7 +318,7 @@ pub fn slim_pod(pod: &mut CachedPod) {
         status.container_statuses = None;
         status.phase = None;
     }
-    slim_meta(
+    crate::slim::meta(
         &mut pod.metadata,
         &[
             OWNED_ANNOTATION,
@@ -387,7 +372,7 @@ pub fn slim_service(service: &mut CachedService) {
     if let Some(spec) = service.spec.as_mut() {
         service.selector = Labels::from_map(spec.selector.take());
     }
-    slim_meta(&mut service.metadata, &[]);
+    crate::slim::meta(&mut service.metadata, &[]);
 }
 
 /// Strips an EndpointSlice's bookkeeping (keeping what identifies Vigil's own).
@@ -410,7 +395,7 @@ pub fn slim_slice(slice: &mut CachedSlice) {
             hash: hash.into(),
         }));
     }
-    slim_meta(&mut slice.metadata, &[]);
+    crate::slim::meta(&mut slice.metadata, &[]);
 }
 
 /// Strips a CriticalService's bookkeeping.

@@ -1,9 +1,8 @@
 //! The CriticalService controller's wiring: its lean caches, the triggers from Service, pod,
-//! EndpointSlice and PodTemplate changes, and the reconcile (observe, decide, apply).
+//! EndpointSlice and PodTemplate changes, and the controller running [`reconcile`].
 
 use std::sync::Arc;
 
-use kube::runtime::controller::Action;
 use vigil_apis::{CriticalService, HasConditions as _};
 use vigil_runtime::Runtime;
 
@@ -11,6 +10,7 @@ use super::apply::Writer;
 use super::cache::Sources;
 pub use super::model::Settings;
 use super::observe::{self, Caches};
+use super::reconcile::{Context, reconcile};
 pub use super::{Error, NAME, PERMISSIONS};
 /// Condition reason of a quarantined CriticalService (the controller builder reports it).
 pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
@@ -19,13 +19,6 @@ pub use vigil_runtime::conditions::REASON_RECONCILE_FAILING;
 /// thousand reconciles at once, each holding its own HTTP connection and buffers (most of the
 /// operator's memory at that moment) for no gain in speed on a shared API server.
 pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
-
-/// Shared by reconciles.
-struct Context {
-    caches: Caches,
-    settings: Settings,
-    writer: Writer,
-}
 
 /// Runs the controller on a Manager's runtime until it shuts down.
 pub async fn run_on(runtime: Runtime, settings: Settings) {
@@ -40,7 +33,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         settings: settings.clone(),
     });
     runtime
-        .controller(NAME, &sources.crs)
+        .controller(&sources.crs)
         .concurrency(MAX_CONCURRENT_RECONCILES)
         .watches(
             &sources.services,
@@ -55,11 +48,4 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         .quarantine_condition(CriticalService::conditions)
         .run(reconcile, context)
         .await;
-}
-
-/// Decides from the caches and applies the plan.
-async fn reconcile(cr: Arc<CriticalService>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let status = ctx.writer.status(&cr);
-    let plan = observe::observe_and_decide(&ctx.caches, &ctx.settings, &cr, status);
-    ctx.writer.apply(&cr, plan).await
 }

@@ -15,6 +15,7 @@
 //!   mappers;
 //! - `apply.rs`: the writes a plan asks for (pods, status, Events), only what differs;
 //! - `metrics.rs`: the `vigil_lame_services` gauge and its report;
+//! - `reconcile.rs`: the reconcile (observe, decide, apply);
 //! - `controller.rs`: the wiring (caches, builder, [`controller::run_on`]);
 //! - `registration.rs`: its entry in the registry (flags, how it is added to a Manager).
 
@@ -29,6 +30,7 @@ pub mod lame;
 mod metrics;
 pub mod model;
 mod observe;
+mod reconcile;
 pub mod registration;
 pub mod standby_slice;
 

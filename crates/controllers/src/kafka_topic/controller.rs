@@ -1,5 +1,5 @@
 //! The wiring: a cache of Topics, the drift poll and its trigger stream, the backoff suited to
-//! brokers' outages, and the controller that reconciles with [`apply`].
+//! brokers' outages, and the controller that reconciles with [`reconcile`](super::reconcile).
 //!
 //! Broker traffic: a reconcile (on a Topic change, or when the drift poll flags the topic) reads
 //! the topic with one `Metadata` and one `DescribeConfigs` request and writes only what differs.
@@ -22,9 +22,9 @@ use vigil_runtime::backoff::BackoffPolicy;
 pub use super::model::{Error, Settings};
 pub use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
 
-use super::apply::{Context, reconcile};
 use super::metrics::Metrics;
 use super::observe::poll_drift;
+use super::reconcile::{Context, reconcile};
 
 /// Topics reconciled at once.
 const RECONCILE_CONCURRENCY: u16 = 8;
@@ -50,7 +50,7 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
     });
     let leader_ctx = ctx.clone();
     runtime
-        .controller(NAME, &topics)
+        .controller(&topics)
         .concurrency(RECONCILE_CONCURRENCY)
         .triggers(drifted)
         // Becoming leader (again): look at everything, the broker included — another replica

@@ -12,7 +12,9 @@
 //! - `observe.rs`: what is read before deciding — the Topic's view, credentials from Secrets, the
 //!   broker's description of the topic — the admin clients, and the drift poll that triggers
 //!   reconciles when Kafka changes behind Vigil's back;
-//! - `apply.rs`: the reconcile: the finalizer, broker writes, the status and Events;
+//! - `reconcile.rs`: the reconcile: the finalizer, observe, decide, apply, look again, the
+//!   status and Events;
+//! - `apply.rs`: the writes: broker operations, the status;
 //! - `metrics.rs`: `vigil_kafka_*` series;
 //! - `controller.rs`: the wiring (cache, builder, drift poll);
 //! - `registration.rs`: its entry in the registry (flags, CRD, permissions, how it is added).
@@ -23,6 +25,7 @@ pub mod decide;
 mod metrics;
 pub mod model;
 mod observe;
+mod reconcile;
 pub mod registration;
 
 pub use controller::run_on;

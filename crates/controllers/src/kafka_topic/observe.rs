@@ -18,9 +18,9 @@ use vigil_kafka::{
 use vigil_runtime::cache::{Cache, Source as _};
 use vigil_runtime::leader::Leadership;
 
-use super::apply::Context;
 use super::decide::{self, Failure, Observed, TopicView};
 use super::model::CredentialsError;
+use super::reconcile::Context;
 
 /// One admin client per cluster and credentials, shared by every Topic that names them.
 #[derive(Default)]

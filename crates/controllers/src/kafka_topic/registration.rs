@@ -2,22 +2,42 @@
 //! [`crate::registry`]).
 
 use clap::{Args as _, FromArgMatches as _};
-use kube::CustomResourceExt as _;
-use vigil_apis::Topic;
 use vigil_runtime::Manager;
 
 use super::controller::{self, Settings};
 use super::{NAME, PERMISSIONS, SECRET_PERMISSIONS};
-use crate::registry::{Registration, Setup, SetupError, parse_duration};
+use crate::registry::{
+    ChartValue, FlagKind, Install, NarrowedBy, PermissionSet, Registration, Setup, SetupError,
+    parse_duration,
+};
 
 /// The entry in [`crate::registry::CONTROLLERS`].
 pub const REGISTRATION: Registration = Registration {
     name: NAME,
+    summary: "KafkaTopic (kafka.vigil.dev/v1): Kafka topics declared as Topic objects.",
     chart_key: "kafkaTopic",
-    crds: || vec![Topic::crd()],
+    crds: || vec![vigil_apis::crds::topic()],
     permissions: PERMISSIONS,
-    optional_permissions: &[("secrets", SECRET_PERMISSIONS)],
+    optional_permissions: &[PermissionSet {
+        name: "secrets",
+        permissions: SECRET_PERMISSIONS,
+        value: "secrets.enabled",
+        manifests_flag: "kafka-topic-secrets",
+        help: "KafkaTopic: grant `get` on Secrets, for Topics whose cluster names TLS or SASL Secrets.",
+        narrowed_by: Some(NarrowedBy {
+            value: "secrets.names",
+            help: "Only these Secret names (resourceNames); empty: any Secret.",
+        }),
+    }],
     flags: Flags::augment_args,
+    chart_values: &[
+        ChartValue::flag("driftInterval", "kafka-drift-interval", FlagKind::Duration),
+        ChartValue::flag("retryMax", "kafka-retry-max", FlagKind::Duration),
+        ChartValue::flag("brokerTimeout", "kafka-broker-timeout", FlagKind::Duration),
+    ],
+    after: &[],
+    requires: &[],
+    install: Install::NOTHING,
     add,
 };
 

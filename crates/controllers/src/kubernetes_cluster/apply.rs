@@ -11,10 +11,9 @@ use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::KubernetesClusterStatus;
 use vigil_provider::{ClusterProvider, ProviderCluster, ProviderError};
 
-use super::NAME;
 use super::model::{
-    CLUSTER_NAME_LABEL, Call, EventNote, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY,
-    KUBECONFIG_LABEL, KUBECONFIG_SECRET_TYPE, Plan, kubeconfig_secret_name,
+    CLUSTER_NAME_LABEL, Call, KUBECONFIG_HASH_ANNOTATION, KUBECONFIG_KEY, KUBECONFIG_LABEL,
+    KUBECONFIG_SECRET_TYPE, Plan, kubeconfig_secret_name,
 };
 use super::observe::cached_kubeconfig_hash;
 use super::reconcile::{Context, Error};
@@ -38,7 +37,7 @@ pub(super) async fn set_finalizers(
         "resourceVersion": cluster.metadata.resource_version,
     }});
     let params = PatchParams {
-        field_manager: Some(ctx.runtime.field_manager(NAME)),
+        field_manager: Some(ctx.runtime.field_manager()),
         ..PatchParams::default()
     };
     api.patch(&cluster.name_any(), &params, &Patch::Merge(&patch))
@@ -78,7 +77,7 @@ pub(super) async fn write_plan(
         ensure_kubeconfig_secret(ctx, cluster, kubeconfig).await?;
     }
     write_status_best_effort(ctx, cluster, &plan.status, !answered).await?;
-    publish(ctx, cluster, &plan.events).await;
+    ctx.runtime.events(cluster, &plan.events, "Reconcile").await;
     Ok(())
 }
 
@@ -89,7 +88,7 @@ pub(super) async fn write_status(
     status: &KubernetesClusterStatus,
 ) -> Result<Option<String>, kube::Error> {
     ctx.runtime
-        .write_status(NAME, cluster, cluster.status.as_ref(), status, STATUS_LISTS)
+        .write_status_with_lists(cluster, cluster.status.as_ref(), status, STATUS_LISTS)
         .await
 }
 
@@ -137,7 +136,7 @@ async fn ensure_kubeconfig_secret(
     let api: Api<Secret> = Api::namespaced(ctx.runtime.client().clone(), &namespace);
     api.patch(
         &name,
-        &PatchParams::apply(&ctx.runtime.field_manager(NAME)).force(),
+        &PatchParams::apply(&ctx.runtime.field_manager()).force(),
         &Patch::Apply(&value),
     )
     .await?;
@@ -189,12 +188,4 @@ fn kubeconfig_secret(
         ),
         ..Default::default()
     }
-}
-
-/// Records the plan's Events about `cluster`.
-pub(super) async fn publish(ctx: &Context, cluster: &KubernetesCluster, notes: &[EventNote]) {
-    ctx.runtime
-        .recorder()
-        .publish_all(&cluster.object_ref(&()), notes, "Reconcile")
-        .await;
 }

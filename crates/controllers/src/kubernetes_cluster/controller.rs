@@ -59,7 +59,7 @@ pub async fn run_on(runtime: Runtime, config: Config) {
         waiting_for_restore: Mutex::default(),
     });
     runtime
-        .controller(NAME, &clusters)
+        .controller(&clusters)
         // Our own status writes do not start the next pass: the requeue paces the polls.
         .trigger_on(reconcile_trigger)
         .concurrency(RECONCILE_CONCURRENCY)

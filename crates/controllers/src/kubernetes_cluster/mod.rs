@@ -8,7 +8,7 @@
 //! re-applied from git gets its `clusterID` back and adopts its cluster instead of creating one.
 //!
 //! Files: `model.rs` (settings, the view of an object, plans), `decide.rs` (the pure
-//! decisions, tested in `decide_tests.rs`), `observe.rs` (cache look-ups, the Secret trigger
+//! decisions, tested in `decide/tests.rs`), `observe.rs` (cache look-ups, the Secret trigger
 //! mapper, the provider's report), `reconcile.rs` (one pass: restore, finalizer, observe,
 //! decide, request, decide on the answer), `apply.rs` (the writes), `metrics.rs` (the
 //! controller's own metrics), `controller.rs` (the wiring: caches, controller, context), `registration.rs` (its entry in

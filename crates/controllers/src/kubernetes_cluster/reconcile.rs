@@ -14,9 +14,7 @@ use vigil_apis::KubernetesCluster;
 use vigil_provider::{ClusterProvider, Deletion, ProviderError, Providers};
 use vigil_runtime::Runtime;
 
-use super::apply::{
-    execute, publish, set_finalizers, write_plan, write_status, write_status_best_effort,
-};
+use super::apply::{execute, set_finalizers, write_plan, write_status, write_status_best_effort};
 use super::decide::{self, DeletionInputs, DeletionLookup, Inputs};
 use super::metrics::ClusterMetrics;
 use super::model::Settings;
@@ -136,7 +134,7 @@ async fn await_restore(
                     REASON_WAITING_FOR_RESTORE,
                     format!("no provider call until the status vault decides: {why}"),
                 );
-                publish(ctx, cluster, &[note]).await;
+                ctx.runtime.events(cluster, &[note], "Reconcile").await;
             }
             Some(Action::requeue(RESTORE_PENDING_RETRY))
         }
@@ -248,7 +246,7 @@ async fn delete_cluster(
         Some(ProviderError::Unavailable(_) | ProviderError::NotFound(_))
     );
     write_status_best_effort(ctx, cluster, &plan.status, unavailable).await?;
-    publish(ctx, cluster, &plan.events).await;
+    ctx.runtime.events(cluster, &plan.events, "Reconcile").await;
     match error {
         Some(e) => Err(Error::Provider(e)),
         None => Ok(plan
@@ -322,7 +320,7 @@ async fn release(
     if let Some(version) = write_status(ctx, cluster, &plan.status).await? {
         released.metadata.resource_version = Some(version);
     }
-    publish(ctx, cluster, &plan.events).await;
+    ctx.runtime.events(cluster, &plan.events, "Reconcile").await;
     let rest: Vec<String> = cluster
         .finalizers()
         .iter()

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use vigil_vault::{EncryptionKey, Vault, VaultOptions};
 
+use super::error::BackendError;
 use super::model::{BackendHealth, BackendRef};
 
 /// The open vaults and their health.
@@ -29,7 +30,7 @@ impl Backends {
     }
 
     /// The vault of a backend, opened on first use (and again when its retention changes).
-    pub async fn vault(&self, backend: &BackendRef, retention: u32) -> Result<Vault, String> {
+    pub async fn vault(&self, backend: &BackendRef, retention: u32) -> Result<Vault, BackendError> {
         let mut vaults = self.vaults.lock().await;
         if let Some((r, vault)) = vaults.get(backend)
             && *r == retention
@@ -37,7 +38,15 @@ impl Backends {
             return Ok(vault.clone());
         }
         let key = match &backend.key_file {
-            Some(path) => Some(EncryptionKey::from_file(path).map_err(|e| e.to_string())?),
+            Some(path) => {
+                Some(
+                    EncryptionKey::from_file(path).map_err(|source| BackendError::Key {
+                        location: backend.location.clone(),
+                        path: path.clone(),
+                        source,
+                    })?,
+                )
+            }
             None => None,
         };
         let options = VaultOptions {
@@ -46,7 +55,7 @@ impl Backends {
         };
         let vault = Vault::open(&backend.location, options)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|source| BackendError::vault(backend, source))?;
         vaults.insert(backend.clone(), (retention, vault.clone()));
         Ok(vault)
     }

@@ -20,12 +20,12 @@ use vigil_apis::status_backup_policy::ResourceKind;
 use vigil_runtime::Runtime;
 use vigil_runtime::backoff::BackoffPolicy;
 use vigil_runtime::leader::Leadership;
-use vigil_runtime::shared::SharedWatches;
+use vigil_runtime::watches::SharedWatches;
 use vigil_vault::{Record, Saved};
 
-use super::NAME;
 use super::backends::Backends;
 use super::decide::{self, RestoreStep};
+use super::error::BackendError;
 use super::kinds::{Kinds, Name};
 use super::model::{
     BackendRef, ObjectView, PolicyView, RESTORE_DONE, RESTORE_STATUS_ANNOTATION, Settings,
@@ -62,6 +62,8 @@ pub struct Capture {
     pub queue: Arc<CaptureQueue>,
     pub restorer: Arc<Restorer>,
     pub leadership: watch::Receiver<Leadership>,
+    /// Runs the vault's one-off tasks (a restore, tombstones after a relist) until shutdown.
+    pub runtime: Runtime,
     /// Called after each successful save (set once, before the vault runs).
     pub on_saved: std::sync::OnceLock<SavedHook>,
     /// `vigil_status_vault_records_written_total`.
@@ -86,7 +88,7 @@ impl Capture {
             queue.clone(),
             runtime.recorder().clone(),
             leadership.clone(),
-            runtime.field_manager(NAME),
+            runtime.field_manager(),
         ));
         Self {
             watches: runtime.watches().clone(),
@@ -96,6 +98,7 @@ impl Capture {
             queue,
             restorer,
             leadership,
+            runtime: runtime.clone(),
             on_saved: std::sync::OnceLock::new(),
             written: Counter::default(),
             capture_lag: Histogram::new(CAPTURE_LAG_BUCKETS),
@@ -169,7 +172,7 @@ pub async fn watch_kind(capture: Arc<Capture>, kind: ResourceKind, ar: ApiResour
                 }
                 if first_list {
                     first_list = false;
-                    tokio::spawn(tombstone_vanished(
+                    capture.runtime.spawn(tombstone_vanished(
                         capture.clone(),
                         kind.clone(),
                         relisted.clone(),
@@ -223,7 +226,7 @@ fn observe(capture: &Arc<Capture>, kind: &ResourceKind, ar: &ApiResource, obj: &
         RestoreStep::None => {}
         RestoreStep::Restore => {
             if capture.restorer.first_attempt(&now.uid) {
-                tokio::spawn(restore::restore_in_background(
+                capture.runtime.spawn(restore::restore_in_background(
                     capture.restorer.clone(),
                     ar.clone(),
                     now.namespace.clone(),
@@ -236,7 +239,7 @@ fn observe(capture: &Arc<Capture>, kind: &ResourceKind, ar: &ApiResource, obj: &
             // The object has its status (kept, or just restored): tell other operators to go
             // ahead.
             let (restorer, ar, obj) = (capture.restorer.clone(), ar.clone(), obj.clone());
-            tokio::spawn(async move {
+            capture.runtime.spawn(async move {
                 restore::restore_once(&restorer, &ar, &obj).await;
             });
         }
@@ -280,7 +283,10 @@ pub async fn capture_worker(capture: Arc<Capture>) {
             }
             let retention = capture.scope.retention_of(&key.0);
             let result = match capture.backends.vault(&key.0, retention).await {
-                Ok(vault) => vault.save(&record).await.map_err(|e| e.to_string()),
+                Ok(vault) => vault
+                    .save(&record)
+                    .await
+                    .map_err(|source| BackendError::vault(&key.0, source)),
                 Err(e) => Err(e),
             };
             match result {
@@ -294,7 +300,7 @@ pub async fn capture_worker(capture: Arc<Capture>) {
                 }
                 Err(error) => {
                     attempt = attempt.saturating_add(1);
-                    capture.backends.failed(&key.0, &error);
+                    capture.backends.failed(&key.0, &error.to_string());
                     let delay = RETRY.delay(attempt, rand_unit()).delay;
                     tracing::debug!(backend = %key.0.location, %error, ?delay, "capture failed; retrying");
                     tokio::time::sleep(delay).await;

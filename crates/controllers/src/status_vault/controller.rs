@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use vigil_runtime::Runtime;
 
 pub use super::capture::SavedHook;
+use super::NAME;
 use super::capture::{self, Capture};
 use super::model::Settings;
 use super::restore::StatusRestorer;
@@ -33,8 +34,10 @@ impl StatusVault {
     /// The vault on `runtime`'s client, watches, leadership and Event recorder; run it with
     /// [`StatusVault::run_on`] on the same runtime.
     pub fn on(runtime: &Runtime, settings: Settings) -> Self {
+        // Its writes (restores, annotations) are the vault's, whatever handle built it.
+        let runtime = runtime.scoped(NAME);
         let changed = Arc::new(Notify::new());
-        let capture = Arc::new(Capture::on(runtime, settings, &changed));
+        let capture = Arc::new(Capture::on(&runtime, settings, &changed));
         Self { capture, changed }
     }
 

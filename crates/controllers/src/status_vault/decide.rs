@@ -242,9 +242,18 @@ pub enum RestoreStart {
     /// Nothing to restore; `mark_done`: flip the object's restore-status annotation to `done`.
     Nothing { mark_done: bool },
     /// Not known yet: why.
-    Pending(String),
+    Pending(Wait),
     /// Read these backends' history of the object, in order.
     Search(Vec<BackendRef>),
+}
+
+/// Why a restore waits before reading the vault.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// The policies are not loaded yet.
+    PoliciesNotLoaded,
+    /// Records of the previous object are still on their way to the vault.
+    CapturesOnTheirWay,
 }
 
 /// Decides whether a restore of `object` reads the vault: not when it has a status, nor when
@@ -264,15 +273,13 @@ pub fn restore_start(
         };
     }
     if !policies_synced {
-        return RestoreStart::Pending("the status backup policies are not loaded yet".into());
+        return RestoreStart::Pending(Wait::PoliciesNotLoaded);
     }
     if backends.is_empty() {
         return RestoreStart::Nothing { mark_done: false };
     }
     if captures_pending {
-        return RestoreStart::Pending(
-            "records of the previous object are still on their way to the vault".into(),
-        );
+        return RestoreStart::Pending(Wait::CapturesOnTheirWay);
     }
     RestoreStart::Search(backends)
 }
@@ -967,7 +974,7 @@ mod tests {
         let empty = object(Some("ns"), &[], None);
         assert!(matches!(
             restore_start(&empty, false, false, to.clone(), false),
-            RestoreStart::Pending(_)
+            RestoreStart::Pending(Wait::PoliciesNotLoaded)
         ));
         assert_eq!(
             restore_start(&empty, true, true, Vec::new(), false),
@@ -975,7 +982,7 @@ mod tests {
         );
         assert!(matches!(
             restore_start(&empty, false, true, to.clone(), true),
-            RestoreStart::Pending(why) if why.contains("on their way")
+            RestoreStart::Pending(Wait::CapturesOnTheirWay)
         ));
         assert_eq!(
             restore_start(&empty, false, true, to.clone(), false),

@@ -44,8 +44,7 @@ impl Kinds {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<ResourceKind, KindState>> {
-        // Plain maps: a panic elsewhere cannot leave them half-updated.
-        self.kinds.lock().unwrap_or_else(|e| e.into_inner())
+        super::lock(&self.kinds)
     }
 
     /// Runs `f` on a kind's objects.

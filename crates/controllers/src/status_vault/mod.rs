@@ -7,7 +7,7 @@
 //! Modules depend one way, from the pure to the running: [`model`] and [`decide`] (no I/O);
 //! the state each part owns — [`scope`] (the policy and namespace caches), [`kinds`] (watched
 //! objects), [`backends`] (open vaults and their health), [`queue`]
-//! (captures waiting for a backend); [`discovery`] (a kind's resource); [`restore`] (reads the
+//! (captures waiting for a backend); [`discovery`] (a kind's resource); [`error`] (what keeps it from answering); [`restore`] (reads the
 //! vault, writes a status back); [`capture`] (kind watches and capture workers, handing empty
 //! objects to the restore); [`supervisor`] (runs the kind watches as policies change, writes
 //! the policies' status, checks the backends); `metrics` (its metrics); [`controller`] (the
@@ -19,6 +19,7 @@ pub mod capture;
 pub mod controller;
 pub mod decide;
 pub mod discovery;
+pub mod error;
 pub mod kinds;
 mod metrics;
 pub mod model;
@@ -31,10 +32,18 @@ mod supervisor;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use controller::StatusVault;
+pub use error::{BackendError, Pending};
 pub use restore::{RestoreOutcome, StatusRestorer};
 
 /// Name of the controller in metrics, logs and Events.
 pub const NAME: &str = "statusvault";
+
+/// Locks one of the vault's shared maps, sets or queues. Each is changed by single inserts and
+/// removes, so a panic elsewhere cannot leave one half-updated: a poisoned lock is taken as is
+/// rather than failing every later capture.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// What this controller's code does with the API, for its own kinds. The kinds policies cover
 /// are only known at install time: `vigil manifests --status-vault-resources` adds, for each,

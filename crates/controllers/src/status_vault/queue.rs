@@ -34,8 +34,7 @@ pub struct CaptureQueue {
 
 impl CaptureQueue {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        // Plain collections: a panic elsewhere cannot leave them half-updated.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        super::lock(&self.state)
     }
 
     /// Queues `record` for `backend`, coalescing with what already waits for the same object.

@@ -21,7 +21,8 @@ use vigil_runtime::leader::Leadership;
 use vigil_vault::{ObjectKey, Record};
 
 use super::backends::Backends;
-use super::decide::{self, Pick, RestoreStart};
+use super::decide::{self, Pick, RestoreStart, Wait};
+use super::error::{BackendError, Pending};
 use super::model::{RESTORE_DONE, RESTORE_STATUS_ANNOTATION, RESTORED_FROM_ANNOTATION};
 use super::queue::CaptureQueue;
 use super::scope::Scope;
@@ -31,7 +32,7 @@ pub const REASON_STATUS_RESTORED: &str = "StatusRestored";
 pub const REASON_CORRUPT_RECORD: &str = "CorruptStatusRecord";
 
 /// What [`StatusRestorer::ensure_restored`] found.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum RestoreOutcome {
     /// The object has a status, no `OnCreate` policy covers it, or the vault holds nothing for
     /// it: go ahead.
@@ -42,7 +43,7 @@ pub enum RestoreOutcome {
     /// Not known yet — the policies are not loaded, the backend does not answer, captures of the
     /// previous object are still on their way, the object changed meanwhile, or its newest record
     /// is unreadable (a human restores it with `vigil status restore`). Do not act; retry later.
-    Pending(String),
+    Pending(Pending),
 }
 
 /// What a restore reads and writes: the API, the policies, the backends and the captures still
@@ -55,15 +56,10 @@ pub struct Restorer {
     pub queue: Arc<CaptureQueue>,
     pub recorder: EventRecorder,
     pub leadership: watch::Receiver<Leadership>,
-    /// Field manager of the restore's writes (the vault's: `runtime.field_manager(NAME)`).
+    /// Field manager of the restore's writes (the vault's: `runtime.field_manager()`).
     pub field_manager: String,
     attempts: Mutex<HashSet<String>>,
     warned: Mutex<HashSet<String>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // Plain sets: a panic elsewhere cannot leave them half-updated.
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Restorer {
@@ -91,17 +87,17 @@ impl Restorer {
 
     /// Whether this is the first restore attempt for an object (uid) since it was last seen.
     pub fn first_attempt(&self, uid: &str) -> bool {
-        lock(&self.attempts).insert(uid.to_owned())
+        super::lock(&self.attempts).insert(uid.to_owned())
     }
 
     /// The object is gone (or its restore ended unfinished): a later one starts afresh.
     pub fn forget_attempt(&self, uid: &str) {
-        lock(&self.attempts).remove(uid);
+        super::lock(&self.attempts).remove(uid);
     }
 
     /// Whether a warning (by key) is reported for the first time.
     fn first_warning(&self, key: &str) -> bool {
-        lock(&self.warned).insert(key.to_owned())
+        super::lock(&self.warned).insert(key.to_owned())
     }
 }
 
@@ -135,7 +131,7 @@ impl StatusRestorer {
         let dynamic = serde_json::to_value(obj).and_then(serde_json::from_value::<DynamicObject>);
         match dynamic {
             Ok(dynamic) => self.ensure_restored_dynamic(&ar, &dynamic).await,
-            Err(e) => RestoreOutcome::Pending(format!("cannot read the object: {e}")),
+            Err(e) => RestoreOutcome::Pending(Pending::Unreadable(e)),
         }
     }
 
@@ -188,28 +184,35 @@ pub async fn restore_once(
             }
             return RestoreOutcome::NothingToRestore;
         }
-        RestoreStart::Pending(why) => return RestoreOutcome::Pending(why),
+        RestoreStart::Pending(why) => {
+            return RestoreOutcome::Pending(match why {
+                Wait::PoliciesNotLoaded => Pending::PoliciesNotLoaded,
+                Wait::CapturesOnTheirWay => Pending::CapturesOnTheirWay,
+            });
+        }
         RestoreStart::Search(backends) => backends,
     };
     for backend in &backends {
         let retention = scope.retention_of(backend);
         let vault = match restorer.backends.vault(backend, retention).await {
             Ok(v) => v,
-            Err(e) => return RestoreOutcome::Pending(e),
+            Err(e) => return RestoreOutcome::Pending(e.into()),
         };
         let history = match vault.history(&key).await {
             Ok(h) => h,
             Err(e) => {
-                return RestoreOutcome::Pending(format!("{}: {e}", backend.location));
+                return RestoreOutcome::Pending(BackendError::vault(backend, e).into());
             }
         };
         match decide::pick_restore(&history, &view.uid) {
             Pick::Nothing => continue,
             Pick::Corrupt(reason) => {
-                let message = format!(
-                    "the newest status record of {key} in {} cannot be read ({reason}); nothing restored — restore it with `vigil status restore` once fixed",
-                    backend.location
-                );
+                let pending = Pending::CorruptRecord {
+                    object: key.to_string(),
+                    location: backend.location.clone(),
+                    reason: reason.to_string(),
+                };
+                let message = pending.to_string();
                 if restorer.first_warning(&format!("corrupt/{}", view.uid)) {
                     tracing::warn!(object = %key, %reason, "corrupt status record: not restored");
                     publish(
@@ -222,7 +225,7 @@ pub async fn restore_once(
                     )
                     .await;
                 }
-                return RestoreOutcome::Pending(message);
+                return RestoreOutcome::Pending(pending);
             }
             Pick::Restore(record) => return write_status(restorer, ar, obj, *record).await,
         }
@@ -242,7 +245,7 @@ async fn write_status(
 ) -> RestoreOutcome {
     let api = api_for(restorer, ar, obj.namespace().as_deref());
     let Some(rv) = obj.resource_version() else {
-        return RestoreOutcome::Pending("the object has no resourceVersion".into());
+        return RestoreOutcome::Pending(Pending::NoResourceVersion);
     };
     // The resourceVersion makes the patch conditional: if anyone wrote the object since it was
     // seen with an empty status (a controller filling it in), the API server refuses (409).
@@ -257,12 +260,10 @@ async fn write_status(
     {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            return RestoreOutcome::Pending(
-                "the object changed since it was seen empty; look again".into(),
-            );
+            return RestoreOutcome::Pending(Pending::Changed);
         }
         Err(kube::Error::Api(s)) if s.code == 404 => return RestoreOutcome::NothingToRestore,
-        Err(e) => return RestoreOutcome::Pending(format!("writing the status: {e}")),
+        Err(e) => return RestoreOutcome::Pending(Pending::Write(e)),
     }
     mark_restored(restorer, ar, obj, Some(&record.time)).await;
     let message = format!(
@@ -375,7 +376,7 @@ pub async fn restore_in_background(
             }
             // Gone, or another object under the name (its own watch event handles it).
             Ok(_) => return,
-            Err(e) => RestoreOutcome::Pending(format!("reading the object: {e}")),
+            Err(e) => RestoreOutcome::Pending(Pending::Read(e)),
         };
         match outcome {
             RestoreOutcome::NothingToRestore | RestoreOutcome::Restored(_) => return,

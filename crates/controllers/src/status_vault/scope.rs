@@ -35,7 +35,10 @@ impl Scope {
             .slim(slim_policy)
             .optional()
             .build();
-        let namespaces = runtime.cache::<Namespace>().slim(slim_namespace).build();
+        let namespaces = runtime
+            .cache::<Namespace>()
+            .slim(crate::slim::namespace)
+            .build();
         Arc::new(Self {
             settings,
             policies,
@@ -140,12 +143,4 @@ async fn watch_cache<K>(cache: &impl Source<K>, changed: &Notify) {
 /// The policy cache keeps spec and status, without managed fields.
 fn slim_policy(policy: &mut StatusBackupPolicy) {
     policy.metadata.managed_fields = None;
-}
-
-/// The namespace cache keeps what the selectors read: metadata, without managed fields.
-fn slim_namespace(namespace: &mut Namespace) {
-    namespace.spec = None;
-    namespace.status = None;
-    namespace.metadata.managed_fields = None;
-    namespace.metadata.annotations = None;
 }

@@ -20,6 +20,7 @@ use super::NAME;
 use super::capture::{self, Capture};
 use super::decide::{self, Fingerprint, PolicyInputs};
 use super::discovery::resolve;
+use super::error::BackendError;
 use super::model::BackendRef;
 
 /// How often policies' status and kinds' resolution are looked at without a change.
@@ -209,8 +210,7 @@ impl Supervisor {
             // `resources` is sent even when empty (a merge patch leaves out what is absent).
             let written = self
                 .runtime
-                .write_status(
-                    NAME,
+                .write_status_with_lists(
                     policy.as_ref(),
                     policy.status.as_ref(),
                     &plan.status,
@@ -247,12 +247,15 @@ pub(super) async fn check_backends(capture: Arc<Capture>) {
         for backend in backends {
             let retention = scope.retention_of(&backend);
             let result = match capture.backends.vault(&backend, retention).await {
-                Ok(vault) => vault.check().await.map_err(|e| e.to_string()),
+                Ok(vault) => vault
+                    .check()
+                    .await
+                    .map_err(|source| BackendError::vault(&backend, source)),
                 Err(e) => Err(e),
             };
             match result {
                 Ok(()) => capture.backends.succeeded(&backend, false),
-                Err(e) => capture.backends.failed(&backend, &e),
+                Err(e) => capture.backends.failed(&backend, &e.to_string()),
             }
         }
     }

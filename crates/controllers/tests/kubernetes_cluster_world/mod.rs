@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Client, CustomResourceExt as _, ResourceExt as _};
+use kube::{Client, ResourceExt as _};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use vigil_apis::KubernetesCluster;
@@ -74,7 +74,7 @@ impl World {
         let dir = std::env::temp_dir().join(format!("vigil-kc-{name}-{}", env.namespace()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("test dir");
-        install_crd(&env.client(), KubernetesCluster::crd()).await;
+        install_crd(&env.client(), vigil_apis::crds::kubernetes_cluster()).await;
         Self {
             env,
             dir,
@@ -90,7 +90,7 @@ impl World {
     /// restores), through `client`.
     pub fn run_with(&self, providers: Providers, vault: bool, client: Client) -> Running {
         let (stop, mut stopped) = watch::channel(false);
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let registry = metrics.clone();
         let vault_dir = self.dir.join("vault").display().to_string();
         let task = tokio::spawn(async move {

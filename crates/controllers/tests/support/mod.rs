@@ -29,7 +29,7 @@ impl Running {
         leadership: Option<watch::Receiver<Leadership>>,
         add: impl FnOnce(&mut Manager) + Send + 'static,
     ) -> Self {
-        let metrics = Metrics::new();
+        let metrics = Metrics::new("vigil");
         let registry = metrics.clone();
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {

@@ -300,8 +300,32 @@ fn dispatch(
         Endpoint::UnknownInGroup(group) if !serves_group(app, &group) => Ok(page_not_found()),
         Endpoint::UnknownInGroup(_) => Err(ApiError::unknown_resource()),
         Endpoint::Resource(rp) if !serves_group(app, &rp.group) => Ok(page_not_found()),
-        Endpoint::Resource(rp) => resource(app, method, &rp, query, headers, body),
+        Endpoint::Resource(rp) => {
+            let warning = deprecation_warning(app, &rp);
+            let response = resource(app, method, &rp, query, headers, body)
+                .unwrap_or_else(|e| error_response(&e));
+            Ok(with_warning(response, warning.as_deref()))
+        }
     }
+}
+
+/// The warning of a request to a deprecated version of a custom resource: kube-apiserver adds it
+/// to every answer from that version, errors included.
+fn deprecation_warning(app: &App, rp: &ResourcePath) -> Option<String> {
+    let store = app.store.read();
+    let info = store.registry.get(&rp.group, &rp.version, &rp.resource)?;
+    info.crd.as_ref()?.deprecation_warning.clone()
+}
+
+/// `response` with `Warning: 299 - "<text>"` (RFC 7234's form, as the real server sends it).
+fn with_warning(mut response: Response, warning: Option<&str>) -> Response {
+    if let Some(text) = warning {
+        let value = format!("299 - {}", serde_json::to_string(text).unwrap_or_default());
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().append(header::WARNING, v);
+        }
+    }
+    response
 }
 
 /// Whether `group` is served at all: the real server's API handlers exist per group, so a path

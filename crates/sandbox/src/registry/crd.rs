@@ -94,6 +94,7 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
     }
     validate_versions(crd, &mut errors);
     if let Some(old) = old {
+        validate_stored_versions(crd, old, &mut errors);
         for (field, pointer) in [
             ("spec.group", "/spec/group"),
             ("spec.names.plural", "/spec/names/plural"),
@@ -109,6 +110,75 @@ pub fn validate(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+fn string_list(v: &Value, pointer: &str) -> Vec<String> {
+    v.pointer(pointer)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `status.storedVersions` on an update, as the apiextensions server checks it: never empty, the
+/// storage version among them, and each still in `spec.versions` — so a version cannot leave
+/// the CRD while objects may be stored at it (until a storage migration trims the list). A
+/// spec update is checked against the list as the server's strategy leaves it (the old one plus
+/// the new storage version); a status update against the list it sends.
+fn validate_stored_versions(crd: &Value, old: &Value, errors: &mut Vec<FieldError>) {
+    let pointer = "/status/storedVersions";
+    let spec_versions: Vec<&Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|v| v.iter().collect())
+        .unwrap_or_default();
+    let storage = spec_versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .and_then(|v| v.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let mut stored = string_list(crd, pointer);
+    let status_write = crd.pointer(pointer) != old.pointer(pointer);
+    if !status_write {
+        if stored.is_empty() {
+            // Never written yet (an object restored without status): nothing to hold to.
+            return;
+        }
+        if !storage.is_empty() && !stored.iter().any(|v| v == storage) {
+            stored.push(storage.to_owned());
+        }
+    }
+    let field = "status.storedVersions";
+    if stored.is_empty() {
+        errors.push(FieldError::invalid(
+            field,
+            &json!([]),
+            "must have at least one stored version",
+        ));
+        return;
+    }
+    if !storage.is_empty() && !stored.iter().any(|v| v == storage) {
+        errors.push(FieldError::invalid(
+            field,
+            &json!(stored),
+            &format!("must have the storage version {storage}"),
+        ));
+    }
+    for (i, v) in stored.iter().enumerate() {
+        let in_spec = spec_versions
+            .iter()
+            .any(|s| s.get("name").and_then(Value::as_str) == Some(v.as_str()));
+        if !in_spec {
+            errors.push(FieldError::invalid(
+                format!("{field}[{i}]"),
+                &json!(v),
+                "must appear in spec.versions",
+            ));
+        }
+    }
 }
 
 fn validate_versions(crd: &Value, errors: &mut Vec<FieldError>) {
@@ -254,10 +324,69 @@ pub fn served_resources(crd: &Value) -> Vec<ResourceInfo> {
                         .cloned()
                         .unwrap_or_default(),
                     storage: version == storage_version,
+                    deprecation_warning: deprecation_warning(crd, v, &version, &versions),
                 }),
             })
         })
         .collect()
+}
+
+/// The warning for a request to a `deprecated` version: its `deprecationWarning`, else
+/// kube-apiserver's default, `<group>/<version> <Kind> is deprecated; use <group>/<newer> <Kind>`
+/// naming the highest-priority served version that is not deprecated and ranks above it.
+fn deprecation_warning(
+    crd: &Value,
+    version: &Value,
+    name: &str,
+    versions: &[Value],
+) -> Option<String> {
+    if version.get("deprecated").and_then(Value::as_bool) != Some(true) {
+        return None;
+    }
+    if let Some(warning) = version.get("deprecationWarning").and_then(Value::as_str) {
+        return Some(warning.to_owned());
+    }
+    let group = str_at(crd, "/spec/group");
+    let kind = str_at(crd, "/spec/names/kind");
+    let mut msg = format!("{group}/{name} {kind} is deprecated");
+    let newer = versions
+        .iter()
+        .filter(|v| {
+            v.get("served").and_then(Value::as_bool) == Some(true)
+                && v.get("deprecated").and_then(Value::as_bool) != Some(true)
+        })
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .filter(|v| version_priority(v) > version_priority(name))
+        .max_by_key(|v| version_priority(v));
+    if let Some(newer) = newer {
+        msg.push_str(&format!("; use {group}/{newer} {kind}"));
+    }
+    Some(msg)
+}
+
+/// Kubernetes' version order (apimachinery's `CompareKubeAwareVersionStrings`): GA above beta
+/// above alpha, then by major and minor number; any other name ranks below them all.
+fn version_priority(version: &str) -> (u8, u64, u64) {
+    let parse = || -> Option<(u8, u64, u64)> {
+        let rest = version.strip_prefix('v')?;
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let major: u64 = rest[..digits].parse().ok()?;
+        let (stage, minor) = match &rest[digits..] {
+            "" => return Some((3, major, 0)),
+            tail => {
+                let (rank, number) = if let Some(n) = tail.strip_prefix("beta") {
+                    (2, n)
+                } else {
+                    (1, tail.strip_prefix("alpha")?)
+                };
+                (rank, number.parse::<u64>().ok()?)
+            }
+        };
+        Some((stage, major, minor))
+    };
+    parse().unwrap_or((0, 0, 0))
 }
 
 /// Whether the CRD's names clash with another served resource.
@@ -359,6 +488,74 @@ mod tests {
                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}
                 ]}
         })
+    }
+
+    #[test]
+    fn deprecated_versions_warn_with_their_message_or_the_default() {
+        let mut c = crd();
+        c["spec"]["versions"][1]["deprecated"] = json!(true);
+        let warning = |c: &Value| {
+            served_resources(c)
+                .into_iter()
+                .map(|r| r.crd.and_then(|v| v.deprecation_warning))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            warning(&c),
+            [
+                None,
+                Some("example.com/v1beta1 Widget is deprecated; use example.com/v1 Widget".into())
+            ]
+        );
+        c["spec"]["versions"][1]["deprecationWarning"] = json!("use v1");
+        assert_eq!(warning(&c), [None, Some("use v1".into())]);
+    }
+
+    #[test]
+    fn a_stored_version_cannot_leave_the_crd_until_trimmed() {
+        let mut old = crd();
+        old["status"] = json!({"storedVersions": ["v1beta1", "v1"]});
+        let mut dropped = old.clone();
+        if let Some(Value::Array(versions)) = dropped.pointer_mut("/spec/versions") {
+            versions.truncate(1);
+        }
+        let errors = validate(&dropped, Some(&old));
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!(errors[0].field, "status.storedVersions[0]");
+        let mut trimmed = old.clone();
+        trimmed["status"]["storedVersions"] = json!(["v1"]);
+        assert!(validate(&trimmed, Some(&old)).is_empty());
+        let mut without_storage = old.clone();
+        without_storage["status"]["storedVersions"] = json!(["v1beta1"]);
+        assert_eq!(validate(&without_storage, Some(&old)).len(), 1);
+        dropped["status"] = trimmed["status"].clone();
+        assert!(validate(&dropped, Some(&trimmed)).is_empty());
+    }
+
+    #[test]
+    fn kube_aware_version_order() {
+        let mut versions = [
+            "v1alpha1",
+            "v2",
+            "v1beta2",
+            "v1",
+            "v10beta1",
+            "foo",
+            "v11alpha2",
+        ];
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(
+            versions,
+            [
+                "v2",
+                "v1",
+                "v10beta1",
+                "v1beta2",
+                "v11alpha2",
+                "v1alpha1",
+                "foo"
+            ]
+        );
     }
 
     #[test]

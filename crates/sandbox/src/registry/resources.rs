@@ -39,6 +39,8 @@ pub struct CrdVersion {
     pub printer_columns: Vec<Value>,
     /// Whether this version is the storage version.
     pub storage: bool,
+    /// For a `deprecated` version: the `Warning` each request to it is answered with.
+    pub deprecation_warning: Option<String>,
 }
 
 /// One served resource of one group version.
@@ -192,6 +194,9 @@ const BUILTINS: &[Builtin] = &[
     Builtin { group: "apps", version: "v1", resource: "statefulsets", kind: "StatefulSet", namespaced: true, short: &["sts"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/statefulsets", extra: NONE, fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "controllerrevisions", kind: "ControllerRevision", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::Subdomain, storage: "apps/controllerrevisions", extra: NONE, fields: NONE },
     Builtin { group: "apps", version: "v1", resource: "daemonsets", kind: "DaemonSet", namespaced: true, short: &["ds"], categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "apps/daemonsets", extra: NONE, fields: NONE },
+    // Served so that what installs on a cluster installs here too (the chart's default budget,
+    // `vigil manifests`); nothing evicts on the sandbox, so no controller maintains its status.
+    Builtin { group: "policy", version: "v1", resource: "poddisruptionbudgets", kind: "PodDisruptionBudget", namespaced: true, short: &["pdb"], categories: NONE, status: DROP, name_rule: NameRule::Subdomain, storage: "policy/poddisruptionbudgets", extra: NONE, fields: NONE },
     Builtin { group: "batch", version: "v1", resource: "jobs", kind: "Job", namespaced: true, short: NONE, categories: ALL, status: DROP, name_rule: NameRule::Subdomain, storage: "batch/jobs", extra: NONE, fields: NONE },
     Builtin { group: "apiextensions.k8s.io", version: "v1", resource: "customresourcedefinitions", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], categories: &["api-extensions"], status: DROP, name_rule: NameRule::Subdomain, storage: "apiextensions.k8s.io/customresourcedefinitions", extra: NONE, fields: NONE },
     Builtin { group: "rbac.authorization.k8s.io", version: "v1", resource: "roles", kind: "Role", namespaced: true, short: NONE, categories: NONE, status: StatusMode::None, name_rule: NameRule::PathSegment, storage: "rbac.authorization.k8s.io/roles", extra: NONE, fields: NONE },
@@ -205,6 +210,7 @@ const DELETE_RETURNS_OBJECT: &[&str] = &["pods", "services", "namespaces"];
 /// Built-in kinds whose strategy maintains `metadata.generation`.
 const TRACKS_GENERATION: &[&str] = &[
     "deployments",
+    "poddisruptionbudgets",
     "replicasets",
     "statefulsets",
     "daemonsets",

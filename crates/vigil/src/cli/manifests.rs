@@ -5,11 +5,11 @@
 
 use std::collections::BTreeMap;
 
+use clap::ArgAction;
 use serde_json::{Value, json};
 use vigil_controllers::permissions::Permission;
-use vigil_controllers::registry::{self, Registration};
-use vigil_controllers::{
-    configmap_sync, critical_service, kafka_topic, kubernetes_cluster, status_vault,
+use vigil_controllers::registry::{
+    self, ControllerFlags, FlagKind, InstallContext, PermissionSet, Registration, ValueSource,
 };
 use vigil_runtime::leader::LEASE_VERBS;
 
@@ -24,76 +24,108 @@ pub struct ManifestsArgs {
     /// Controllers to install, comma-separated (default: all of them).
     #[arg(long, value_delimiter = ',', default_values_t = registry::names().map(str::to_owned).collect::<Vec<_>>())]
     controllers: Vec<String>,
-    /// Status vault: the resources StatusBackupPolicies may cover, as `plural` or
-    /// `plural.group` (`services,kubernetesclusters.infra.example.com`); each gets exactly
-    /// get/list/watch/patch and patch on its `/status` (no wildcards).
-    #[arg(long, value_delimiter = ',')]
-    status_vault_resources: Vec<String>,
-    /// ConfigMapSync: also copy Secrets — grants Secret permissions and passes
-    /// `--configmapsync-secrets` to `vigil run`.
-    #[arg(long)]
-    configmapsync_secrets: bool,
-    /// KafkaTopic: grant `get` on Secrets, for Topics whose cluster names TLS or SASL Secrets.
-    #[arg(long)]
-    kafka_topic_secrets: bool,
     /// Instead of printing, write the generated files of the Helm chart in this directory (its
-    /// CRDs and the RBAC rules of each controller; the templates around them are hand-written).
+    /// CRDs, the RBAC rules of each controller, the arguments and values its controllers'
+    /// registrations declare; the templates around them are hand-written).
     #[arg(long, value_name = "DIR")]
     chart: Option<std::path::PathBuf>,
+    /// The flags the controllers add: their optional permission sets and install flags
+    /// ([`with_controller_flags`]).
+    #[command(flatten)]
+    controller_flags: ControllerFlags,
+}
+
+/// `vigil manifests`' command for the controllers of `registry`: each optional permission set
+/// is a switch (`--configmapsync-secrets`), each controller's install flags are added, and
+/// `--controllers` defaults to them all.
+pub fn with_controller_flags(command: clap::Command, registry: &[Registration]) -> clap::Command {
+    let names: Vec<&'static str> = registry.iter().map(|c| c.name).collect();
+    let command = command.mut_arg("controllers", |arg| arg.default_values(names));
+    registry.iter().fold(command, |command, controller| {
+        let command = controller
+            .optional_permissions
+            .iter()
+            .fold(command, |command, set| {
+                command.arg(
+                    clap::Arg::new(set.manifests_flag)
+                        .long(set.manifests_flag)
+                        .action(ArgAction::SetTrue)
+                        .help(set.help),
+                )
+            });
+        (controller.install.flags)(command)
+    })
+}
+
+/// The command of `vigil manifests` alone, for tests.
+#[cfg(test)]
+pub fn command(registry: &[Registration]) -> clap::Command {
+    use clap::Args as _;
+    with_controller_flags(
+        ManifestsArgs::augment_args(clap::Command::new("manifests")),
+        registry,
+    )
 }
 
 const NAME: &str = "vigil";
-/// The KubernetesClusters' resource, as `--status-vault-resources` names it.
-const KUBERNETES_CLUSTERS: &str = "kubernetesclusters.vigil.dev";
 
-/// The objects to install, in apply order.
-pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
-    // Rules per controller, in the order the controllers are named, a rule another controller
-    // already brought left out: the chart assembles its ClusterRole the same way from the
-    // controllers enabled (`templates/_rules.tpl`), so both render the same rules.
+impl ManifestsArgs {
+    /// Whether `set`'s `vigil manifests` switch was given.
+    fn asks_for(&self, set: &PermissionSet) -> bool {
+        matches!(
+            self.controller_flags
+                .0
+                .try_get_one::<bool>(set.manifests_flag),
+            Ok(Some(true))
+        )
+    }
+}
+
+/// The objects to install, in apply order, for the controllers of `registry` that `args` names.
+pub fn objects(args: &ManifestsArgs, registry: &[Registration]) -> anyhow::Result<Vec<Value>> {
+    let installed = registry::start_order(registry, &args.controllers)?;
+    let ns = args.namespace.as_str();
+    let labels = json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": NAME});
+    let install = InstallContext {
+        namespace: ns,
+        labels: &labels,
+        installed: &installed,
+        flags: &args.controller_flags.0,
+    };
+    // Rules per controller, in start order, a rule another controller already brought left out:
+    // the chart assembles its ClusterRole the same way from the controllers enabled
+    // (`vigil.enabledRules`), so both render the same rules.
     let mut cluster_rules: Vec<Value> = Vec::new();
-    let mut grant = |permissions: &[Permission]| {
-        for rule in rules(permissions) {
+    let mut grant = |rules: Vec<Value>| {
+        for rule in rules {
             if !cluster_rules.contains(&rule) {
                 cluster_rules.push(rule);
             }
         }
     };
     let mut crds = Vec::new();
-    for name in &args.controllers {
-        let controller =
-            registry::find(name).ok_or_else(|| anyhow::anyhow!("unknown controller {name:?}"))?;
-        grant(controller.permissions);
-        for set in requested_sets(args, controller) {
-            grant(set);
+    // Switches a requested permission set turns on: asking for the permission asks for the
+    // feature (ConfigMapSync's Secrets).
+    let mut run_switches: Vec<String> = Vec::new();
+    for controller in &installed {
+        grant(rules(controller.permissions));
+        for set in controller.optional_permissions {
+            if args.asks_for(set) {
+                grant(rules(set.permissions));
+                run_switches.extend(switches_bound_to(controller, set.value));
+            }
         }
         for crd in (controller.crds)() {
             crds.push(serde_json::to_value(crd)?);
         }
     }
-    let ns = args.namespace.as_str();
-    let labels = json!({"app.kubernetes.io/name": NAME, "app.kubernetes.io/managed-by": NAME});
+    // Install-time rules follow, whole (the chart appends them the same way).
+    for controller in &installed {
+        cluster_rules.extend((controller.install.rules)(&install));
+    }
     let mut out = crds;
     out.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": labels}}));
     out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": NAME, "namespace": ns, "labels": labels}}));
-    if args.controllers.iter().any(|c| c == status_vault::NAME) {
-        // KubernetesClusters' status is what the vault exists for: covered whenever both run.
-        let mut covered = args.status_vault_resources.clone();
-        if args
-            .controllers
-            .iter()
-            .any(|c| c == kubernetes_cluster::NAME)
-            && !covered.iter().any(|r| r == KUBERNETES_CLUSTERS)
-        {
-            covered.push(KUBERNETES_CLUSTERS.to_owned());
-        }
-        for (group, resources, verbs) in
-            status_vault::controller::covered_kind_permissions(&covered)
-        {
-            cluster_rules
-                .push(json!({"apiGroups": [group], "resources": resources, "verbs": verbs}));
-        }
-    }
     out.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": NAME, "labels": labels}, "rules": cluster_rules}));
     out.push(binding("ClusterRoleBinding", None, ns, &labels));
     out.push(json!({
@@ -102,56 +134,62 @@ pub fn objects(args: &ManifestsArgs) -> anyhow::Result<Vec<Value>> {
         "rules": [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": LEASE_VERBS}],
     }));
     out.push(binding("RoleBinding", Some(ns), ns, &labels));
-    if args.controllers.iter().any(|c| c == critical_service::NAME) {
-        out.push(json!({
-            "apiVersion": "v1", "kind": "PodTemplate",
-            "metadata": {"name": "critical-service-pod-template", "namespace": ns, "labels": labels},
-            "template": {"metadata": {"name": "critical-service-pod"}, "spec": {"containers": [{"name": "nginx", "image": "nginx:1.27"}]}},
-        }));
+    for controller in &installed {
+        out.extend((controller.install.objects)(&install));
     }
     let mut deploy = deployment(args, &labels);
-    if args.configmapsync_secrets
-        && let Some(run_args) =
-            deploy["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut()
+    if let Some(run_args) =
+        deploy["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut()
     {
-        run_args.push(json!("--configmapsync-secrets"));
+        run_args.extend(run_switches.into_iter().map(Value::String));
     }
-    if args
-        .controllers
-        .iter()
-        .any(|c| c == status_vault::NAME || c == kubernetes_cluster::NAME)
-    {
-        // The root file system is read-only: the default directory backend of the vault and
-        // the local cluster provider need a volume. An emptyDir survives container restarts,
-        // not rescheduling — use a PersistentVolume or S3 (`--status-vault-location s3://…`)
-        // to keep records across pods.
+    if installed.iter().any(|c| c.install.data_volume) {
+        // The root file system is read-only: what a controller keeps (the vault's default
+        // directory, the local cluster provider's clusters) needs a volume. An emptyDir survives
+        // container restarts, not rescheduling — use a PersistentVolume or S3
+        // (`--status-vault-location s3://…`) to keep records across pods.
         let pod = &mut deploy["spec"]["template"]["spec"];
         pod["volumes"] = json!([{"name": "status-vault", "emptyDir": {}}]);
         pod["containers"][0]["volumeMounts"] =
             json!([{"name": "status-vault", "mountPath": "/var/lib/vigil"}]);
     }
     out.push(deploy);
+    out.push(disruption_budget(args, &labels));
     Ok(out)
 }
 
-/// The optional permission sets of `controller` that the flags ask for.
-fn requested_sets(
-    args: &ManifestsArgs,
-    controller: &Registration,
-) -> impl Iterator<Item = &'static [Permission]> {
-    let asked = match controller.name {
-        configmap_sync::NAME => args.configmapsync_secrets,
-        kafka_topic::NAME => args.kafka_topic_secrets,
-        _ => false,
-    };
-    asked
-        .then(|| controller.optional("secrets"))
-        .flatten()
-        .into_iter()
+/// The `vigil run` switches of `controller` bound to the chart value `value`.
+fn switches_bound_to(controller: &Registration, value: &str) -> Vec<String> {
+    controller
+        .chart_values
+        .iter()
+        .filter(|v| v.key == value)
+        .filter_map(|v| match v.source {
+            ValueSource::Flag {
+                flag,
+                kind: FlagKind::Switch,
+            } => Some(format!("--{flag}")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// At most one of the two replicas evicted at a time: a node drain keeps one running to take
+/// over the Lease (maxUnavailable rather than minAvailable: it stays meetable at any replica
+/// count, and means the same with two).
+fn disruption_budget(args: &ManifestsArgs, labels: &Value) -> Value {
+    json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": NAME, "namespace": args.namespace, "labels": labels},
+        "spec": {
+            "maxUnavailable": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": NAME}},
+        },
+    })
 }
 
 /// ClusterRole rules from declared permissions: one rule per (group, verbs), resources merged.
-fn rules(permissions: &[Permission]) -> Vec<Value> {
+pub(crate) fn rules(permissions: &[Permission]) -> Vec<Value> {
     let mut merged: BTreeMap<(&str, Vec<&str>), Vec<&str>> = BTreeMap::new();
     for p in permissions {
         let mut verbs: Vec<&str> = p.verbs.to_vec();
@@ -223,102 +261,14 @@ fn deployment(args: &ManifestsArgs, labels: &Value) -> Value {
     })
 }
 
-/// Prints the objects as one multi-document YAML stream, or writes them as a Helm chart.
-pub fn run(args: &ManifestsArgs) -> anyhow::Result<()> {
+/// Prints the objects as one multi-document YAML stream, or writes the chart's generated files.
+pub fn run(args: &ManifestsArgs, registry: &[Registration]) -> anyhow::Result<()> {
     if let Some(dir) = &args.chart {
-        return write_chart(args, dir);
+        return super::chart::write_chart(args, registry, dir);
     }
-    for object in objects(args)? {
+    for object in objects(args, registry)? {
         crate::outln!("---\n{}", serde_saphyr::to_string(&object)?.trim_end())?;
     }
-    Ok(())
-}
-
-/// The chart's files that are generated from the code, path → content: the CRDs (from the Rust
-/// types) and `templates/_rules.tpl`, the RBAC rules each controller's code declares. The rest
-/// of `charts/vigil` (templates, values, schema) is written by hand around them; a test renders
-/// it with Helm and compares the result with [`objects`].
-pub fn chart_files(args: &ManifestsArgs) -> anyhow::Result<BTreeMap<String, String>> {
-    let mut files = BTreeMap::new();
-    for object in objects(args)? {
-        // Helm installs CRDs from crds/, before templates, and never templates them.
-        if object["kind"] == "CustomResourceDefinition" {
-            let name = object["metadata"]["name"]
-                .as_str()
-                .unwrap_or("crd")
-                .to_owned();
-            let yaml = serde_saphyr::to_string(&object)?;
-            files.insert(
-                format!("crds/{name}.yaml"),
-                format!("{}\n", yaml.trim_end()),
-            );
-        }
-    }
-    files.insert("templates/_rules.tpl".into(), rules_template()?);
-    Ok(files)
-}
-
-/// Helm defines holding each controller's ClusterRole rules (a YAML list), so the chart grants
-/// exactly what the code declares for the controllers a release enables.
-fn rules_template() -> anyhow::Result<String> {
-    let strings = |v: &[&str]| v.iter().map(|s| json!(s)).collect::<Vec<_>>();
-    let lease = vec![
-        json!({"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": LEASE_VERBS}),
-    ];
-    let mut defines: Vec<(String, Vec<Value>)> = Vec::new();
-    for controller in registry::CONTROLLERS {
-        defines.push((controller.name.to_owned(), rules(controller.permissions)));
-        for (set, permissions) in controller.optional_permissions {
-            defines.push((format!("{}.{set}", controller.name), rules(permissions)));
-        }
-    }
-    defines.push(("leaderelection".into(), lease));
-    defines.push((
-        "statusvault.coveredVerbs".into(),
-        strings(status_vault::controller::COVERED_VERBS),
-    ));
-    defines.push((
-        "statusvault.coveredStatusVerbs".into(),
-        strings(status_vault::controller::COVERED_STATUS_VERBS),
-    ));
-    let mut out = String::from(
-        "{{/*\nGenerated by `vigil manifests --chart charts/vigil` from the permissions each \
-         controller's code declares\n(crates/controllers): do not edit. One YAML list per \
-         controller; templates/rbac.yaml grants those of the\nenabled controllers.\n*/}}\n",
-    );
-    for (name, list) in defines {
-        let yaml = serde_saphyr::to_string(&list)?;
-        out.push_str(&format!(
-            "{{{{- define \"vigil.rules.{name}\" }}}}\n{}\n{{{{- end }}}}\n",
-            yaml.trim_end()
-        ));
-    }
-    // The enabled controllers, from the values' `<chartKey>.enabled`, in the registry's order. A
-    // controller whose values have no such block (or no `enabled` in it) is enabled: a new
-    // controller needs no values to be installed.
-    out.push_str("{{- define \"vigil.controllers\" -}}\n{{- $enabled := list }}\n");
-    for (i, controller) in registry::CONTROLLERS.iter().enumerate() {
-        out.push_str(&format!(
-            "{{{{- $v{i} := index .Values \"{key}\" | default dict }}}}\
-             {{{{- if hasKey $v{i} \"enabled\" | ternary (get $v{i} \"enabled\") true }}}}\
-             {{{{- $enabled = append $enabled \"{name}\" }}}}{{{{ end }}}}\n",
-            key = controller.chart_key,
-            name = controller.name
-        ));
-    }
-    out.push_str("{{- join \",\" $enabled }}\n{{- end }}\n");
-    Ok(out)
-}
-
-fn write_chart(args: &ManifestsArgs, dir: &std::path::Path) -> anyhow::Result<()> {
-    for (path, content) in chart_files(args)? {
-        let target = dir.join(path);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&target, content)?;
-    }
-    say!("generated files of the chart written to {}", dir.display());
     Ok(())
 }
 
@@ -326,27 +276,24 @@ fn write_chart(args: &ManifestsArgs, dir: &std::path::Path) -> anyhow::Result<()
 mod tests {
     use super::*;
 
+    use clap::FromArgMatches as _;
+    use vigil_controllers::{critical_service, kubernetes_cluster, status_vault};
+
+    /// `vigil manifests` parsed from these flags, for the shipped controllers.
+    fn parse(flags: &[&str]) -> ManifestsArgs {
+        let matches = command(registry::CONTROLLERS)
+            .try_get_matches_from(std::iter::once("manifests").chain(flags.iter().copied()))
+            .expect("flags parse");
+        ManifestsArgs::from_arg_matches(&matches).expect("arguments")
+    }
+
     fn default_args() -> ManifestsArgs {
-        ManifestsArgs {
-            namespace: "vigil-system".into(),
-            image: "vigil:test".into(),
-            controllers: vec![
-                critical_service::NAME.into(),
-                configmap_sync::NAME.into(),
-                status_vault::NAME.into(),
-                kubernetes_cluster::NAME.into(),
-                kafka_topic::NAME.into(),
-            ],
-            status_vault_resources: Vec::new(),
-            configmapsync_secrets: false,
-            kafka_topic_secrets: false,
-            chart: None,
-        }
+        parse(&["--image", "vigil:test"])
     }
 
     #[test]
     fn rbac_has_no_wildcards_and_covers_the_declared_permissions() {
-        let objects = objects(&default_args()).expect("objects");
+        let objects = objects(&default_args(), registry::CONTROLLERS).expect("objects");
         let role = objects
             .iter()
             .find(|o| o["kind"] == "ClusterRole")
@@ -376,12 +323,11 @@ mod tests {
 
     #[test]
     fn status_vault_covered_resources_get_exact_rules_and_the_vault_a_volume() {
-        let mut args = default_args();
-        args.status_vault_resources = vec![
-            "services".into(),
-            "kubernetesclusters.infra.example.com".into(),
-        ];
-        let objects = objects(&args).expect("objects");
+        let args = parse(&[
+            "--status-vault-resources",
+            "services,kubernetesclusters.infra.example.com",
+        ]);
+        let objects = objects(&args, registry::CONTROLLERS).expect("objects");
         let role = objects
             .iter()
             .find(|o| o["kind"] == "ClusterRole")
@@ -421,9 +367,12 @@ mod tests {
                 .find(|o| o["kind"] == "ClusterRole")
                 .is_some_and(|r| r["rules"].to_string().contains("\"secrets\""))
         };
-        assert!(!mentions_secrets(&objects(&args).expect("objects")));
-        args.configmapsync_secrets = true;
-        let objects = objects(&args).expect("objects");
+        assert!(!mentions_secrets(
+            &objects(&args, registry::CONTROLLERS).expect("objects")
+        ));
+        args = parse(&["--configmapsync-secrets"]);
+        args.controllers.retain(|c| c != kubernetes_cluster::NAME);
+        let objects = objects(&args, registry::CONTROLLERS).expect("objects");
         assert!(mentions_secrets(&objects));
         let deploy = objects
             .iter()
@@ -435,7 +384,7 @@ mod tests {
 
     #[test]
     fn kubernetes_clusters_are_covered_by_the_vault_when_both_run() {
-        let all = objects(&default_args()).expect("objects");
+        let all = objects(&default_args(), registry::CONTROLLERS).expect("objects");
         let role = all
             .iter()
             .find(|o| o["kind"] == "ClusterRole")
@@ -449,7 +398,7 @@ mod tests {
         );
         let mut args = default_args();
         args.controllers.retain(|c| c != status_vault::NAME);
-        let without_vault = objects(&args).expect("objects");
+        let without_vault = objects(&args, registry::CONTROLLERS).expect("objects");
         let role = without_vault
             .iter()
             .find(|o| o["kind"] == "ClusterRole")
@@ -464,13 +413,25 @@ mod tests {
 
     #[test]
     fn deployment_is_hardened() {
-        let objects = objects(&default_args()).expect("objects");
+        let objects = objects(&default_args(), registry::CONTROLLERS).expect("objects");
         let deploy = objects
             .iter()
             .find(|o| o["kind"] == "Deployment")
             .expect("deployment");
         let pod = &deploy["spec"]["template"]["spec"];
         assert_eq!(deploy["spec"]["replicas"], 2);
+        let budget = objects
+            .iter()
+            .find(|o| o["kind"] == "PodDisruptionBudget")
+            .expect("a PodDisruptionBudget");
+        assert_eq!(
+            budget["spec"]["maxUnavailable"], 1,
+            "a drain keeps a replica"
+        );
+        assert_eq!(
+            budget["spec"]["selector"], deploy["spec"]["selector"],
+            "it covers the Deployment's pods"
+        );
         assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
         assert_eq!(
             pod["containers"][0]["securityContext"]["readOnlyRootFilesystem"],
@@ -485,70 +446,5 @@ mod tests {
                 .iter()
                 .any(|o| o["kind"] == "CustomResourceDefinition")
         );
-    }
-}
-
-#[cfg(test)]
-mod chart_tests {
-    use super::*;
-
-    fn args() -> ManifestsArgs {
-        ManifestsArgs {
-            namespace: "vigil-system".into(),
-            image: concat!("vigil:", env!("CARGO_PKG_VERSION")).into(),
-            controllers: vec![
-                critical_service::NAME.into(),
-                configmap_sync::NAME.into(),
-                status_vault::NAME.into(),
-                kubernetes_cluster::NAME.into(),
-                kafka_topic::NAME.into(),
-            ],
-            status_vault_resources: Vec::new(),
-            configmapsync_secrets: false,
-            kafka_topic_secrets: false,
-            chart: None,
-        }
-    }
-
-    /// The generated part of the chart (CRDs, RBAC rules) is what the code generates today. The
-    /// hand-written part is compared with `vigil manifests` by rendering it with Helm
-    /// (crates/vigil/tests/chart.rs).
-    #[test]
-    fn the_committed_chart_is_the_generated_one() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../charts/vigil");
-        let files = chart_files(&args()).expect("chart");
-        assert!(
-            files.keys().any(|k| k.starts_with("crds/")),
-            "CRDs ship in crds/"
-        );
-        for (path, content) in files {
-            let committed = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
-            assert_eq!(
-                committed, content,
-                "charts/vigil/{path} is stale: run `cargo run -p vigil -- manifests --chart charts/vigil`"
-            );
-        }
-        let chart = std::fs::read_to_string(root.join("Chart.yaml")).expect("Chart.yaml");
-        let version = env!("CARGO_PKG_VERSION");
-        assert!(
-            chart.contains(&format!("\nversion: {version}\n"))
-                && chart.contains(&format!("\nappVersion: \"{version}\"\n")),
-            "Chart.yaml's version and appVersion are the crate's ({version})"
-        );
-    }
-
-    #[test]
-    fn rules_are_granted_once_even_when_controllers_share_them() {
-        let all = objects(&args()).expect("objects");
-        let role = all
-            .iter()
-            .find(|o| o["kind"] == "ClusterRole")
-            .expect("cluster role");
-        let rules = role["rules"].as_array().expect("rules");
-        let events = rules
-            .iter()
-            .filter(|r| r["apiGroups"][0] == "events.k8s.io")
-            .count();
-        assert_eq!(events, 1, "{rules:?}");
     }
 }

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use vigil_controllers::registry::{self, ControllerFlags, Setup, Shared};
+use vigil_controllers::registry::{self, ControllerFlags, Registration, Setup, Shared};
 use vigil_runtime::leader::{LeaderElectionConfig, unique_identity};
 use vigil_runtime::{Manager, ShutdownSignals};
 
@@ -56,6 +56,16 @@ pub struct RunArgs {
     shutdown_timeout: Duration,
 }
 
+/// `vigil run`'s command for the controllers of `registry`: their flags, and `--controllers`
+/// defaulting to them all.
+pub fn with_controller_flags(command: clap::Command, registry: &[Registration]) -> clap::Command {
+    let names: Vec<&'static str> = registry.iter().map(|c| c.name).collect();
+    registry::with_flags(
+        command.mut_arg("controllers", |arg| arg.default_values(names)),
+        registry,
+    )
+}
+
 /// The namespace this process runs in: `POD_NAMESPACE`, the service account's namespace file,
 /// or `default`.
 fn own_namespace() -> String {
@@ -83,18 +93,13 @@ pub(crate) async fn config(kubeconfig: Option<&PathBuf>) -> anyhow::Result<kube:
     Ok(vigil_runtime::client::load_config(kubeconfig.map(PathBuf::as_path)).await?)
 }
 
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub async fn run(args: RunArgs, registry: &[Registration]) -> anyhow::Result<()> {
     // First: a SIGTERM during start-up (a pod deleted as it starts) must end in a graceful
     // shutdown that releases the Lease, so the handlers are in place before `/readyz` serves
     // and before the Lease is campaigned for (see `vigil_runtime::signals`).
     let signals = ShutdownSignals::install().context("installing the signal handlers")?;
-    for name in &args.controllers {
-        anyhow::ensure!(
-            registry::find(name).is_some(),
-            "unknown controller {name:?}; available: {}",
-            registry::names().collect::<Vec<_>>().join(", ")
-        );
-    }
+    // Checked before anything starts: unknown names, a controller without one it requires.
+    let controllers = registry::start_order(registry, &args.controllers)?;
     let own_ns = own_namespace();
     let election = args.leader_elect.unwrap_or_else(in_cluster).then(|| {
         let mut config = LeaderElectionConfig::new(
@@ -113,6 +118,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .metrics_addr(args.metrics_addr)
         .leader_election(election)
         .shutdown_timeout(args.shutdown_timeout)
+        .metrics_prefix("vigil")
+        .missing_kind_hint(
+            "install Vigil's CRDs: vigil manifests | kubectl apply --server-side -f -",
+        )
+        .reporting_instance(std::env::var("POD_NAME").ok())
         .signals(signals)
         .build()
         .await
@@ -135,15 +145,15 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         own_namespace: own_ns,
         shared,
     };
-    // In the registry's order (the status vault before the controllers that consult it).
-    for controller in registry::CONTROLLERS {
-        if args.controllers.iter().any(|c| c == controller.name) {
-            (controller.add)(&mut manager, &mut setup)
-                .map_err(|e| anyhow::anyhow!(e))
-                .with_context(|| format!("starting controller {}", controller.name))?;
-        }
+    // In start order: each after the controllers it consults (the status vault before
+    // KubernetesCluster).
+    for controller in &controllers {
+        (controller.add)(&mut manager, &mut setup)
+            .map_err(|e| anyhow::anyhow!(e))
+            .with_context(|| format!("starting controller {}", controller.name))?;
     }
-    tracing::info!(controllers = ?args.controllers, "vigil running");
+    let names: Vec<&str> = controllers.iter().map(|c| c.name).collect();
+    tracing::info!(controllers = ?names, "vigil running");
     manager
         .run()
         .await

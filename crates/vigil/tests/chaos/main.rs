@@ -124,8 +124,8 @@ async fn the_whole_operator_converges_after_faults() {
         CriticalService::crd(),
         ConfigMapSync::crd(),
         StatusBackupPolicy::crd(),
-        Topic::crd(),
-        KubernetesCluster::crd(),
+        vigil_apis::crds::topic(),
+        vigil_apis::crds::kubernetes_cluster(),
     ] {
         vigil_testenv::install_crd(&client, &crd)
             .await

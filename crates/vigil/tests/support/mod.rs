@@ -9,6 +9,7 @@ use std::io::{BufRead as _, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, PodTemplate};
 use kube::CustomResourceExt as _;
 use kube::api::{Api, PostParams};
@@ -145,4 +146,16 @@ pub async fn critical_service_setup(client: &kube::Client, ns: &str) {
         .create(&PostParams::default(), &json(cr))
         .await
         .expect("cr");
+}
+
+/// Who holds the `vigil-leader` Lease (a released Lease, with an empty holder, counts as none).
+pub async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("vigil-leader")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+        .filter(|h| !h.is_empty())
 }

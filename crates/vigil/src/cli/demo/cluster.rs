@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt as _;
 use kube::api::{Api, DeleteParams, PostParams};
 use tokio::sync::watch;
 use vigil_apis::KubernetesCluster;
@@ -42,7 +41,10 @@ pub async fn play(
     kubeconfig_out: &Path,
 ) -> anyhow::Result<ClusterAct> {
     Api::<CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &KubernetesCluster::crd())
+        .create(
+            &PostParams::default(),
+            &vigil_apis::crds::kubernetes_cluster(),
+        )
         .await?;
     let clusters: Api<KubernetesCluster> = Api::namespaced(client.clone(), "default");
     until("the KubernetesCluster CRD", || async {

@@ -1,10 +1,14 @@
-//! Kubernetes' sample-controller on Vigil's runtime (CRD: `foo-crd.yaml`; see docs/runtime.md).
-//! `KUBECONFIG=FILE cargo run -p vigil-runtime --example sample_controller`
+//! Kubernetes' sample-controller on vigil-runtime: the Foo kind (CRD `../foo-crd.yaml`), the
+//! pure decision, the reconcile and the wiring (see docs/runtime.md). `main.rs` runs it;
+//! vigil-runtime's end-to-end tests include this file and run it on a test cluster.
 #![allow(clippy::disallowed_names)] // upstream's kind is `Foo`
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
@@ -59,7 +63,7 @@ pub fn add(manager: &mut Manager) {
     manager.add(NAME, |rt| async move {
         let foos = rt.cache::<Foo>().build();
         let deployments = rt.cache::<Deployment>().build();
-        let controller = rt.controller(NAME, &foos).owns(&deployments);
+        let controller = rt.controller(&foos).owns(&deployments);
         let context = Arc::new(Context { rt, deployments });
         controller.run(reconcile, context).await;
     });
@@ -82,21 +86,42 @@ pub fn decide(foo: &Foo, deployment: Option<&Deployment>) -> Step {
 
 /// The Deployment a Foo owns: `nginx:latest`, labels `app=nginx` and `controller=<foo>`.
 pub fn new_deployment(foo: &Foo) -> Deployment {
-    let labels = serde_json::json!({"app": "nginx", "controller": foo.name_any()});
-    let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": foo.spec.deployment_name, "namespace": foo.namespace()},
-        "spec": {
-            "replicas": foo.spec.replicas,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "nginx", "image": "nginx:latest"}]},
-            },
+    let labels = BTreeMap::from([
+        ("app".to_owned(), "nginx".to_owned()),
+        ("controller".to_owned(), foo.name_any()),
+    ]);
+    let container = Container {
+        name: "nginx".to_owned(),
+        image: Some("nginx:latest".to_owned()),
+        ..Container::default()
+    };
+    Deployment {
+        metadata: ObjectMeta {
+            name: Some(foo.spec.deployment_name.clone()),
+            namespace: foo.namespace(),
+            owner_references: foo.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
         },
-    }))
-    .unwrap_or_default(); // a fixed shape: it always deserializes
-    deployment.metadata.owner_references = foo.controller_owner_ref(&()).map(|o| vec![o]);
-    deployment
+        spec: Some(DeploymentSpec {
+            replicas: foo.spec.replicas,
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
 }
 
 async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -109,7 +134,7 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
     let key = ObjectRef::new(name).within(&namespace);
     let cached = ctx.deployments.get(&key);
     let api: Api<Deployment> = Api::namespaced(runtime.client().clone(), &namespace);
-    let params = PatchParams::apply(&runtime.field_manager(NAME));
+    let params = PatchParams::apply(&runtime.field_manager());
     let deployment = match decide(&foo, cached.as_deref()) {
         Step::Create(deployment) => api.create(&PostParams::default(), &deployment).await?,
         Step::Scale(replicas) => {
@@ -129,19 +154,8 @@ async fn reconcile(foo: Arc<Foo>, ctx: Arc<Context>) -> Result<Action, Error> {
         available_replicas: available.unwrap_or(0),
     };
     let current = foo.status.as_ref(); // written only if it differs:
-    (runtime.write_status(NAME, foo.as_ref(), current, &desired, &[])).await?;
+    (runtime.write_status(foo.as_ref(), current, &desired)).await?;
     let synced = EventNote::normal("Synced", "Foo synced successfully");
     runtime.event(foo.as_ref(), &synced, "Sync").await;
     Ok(Action::await_change())
-}
-
-#[allow(dead_code)] // the end-to-end test includes this file and runs the controller itself
-#[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt().with_env_filter("info").init();
-    let config = kube::Config::infer().await?; // KUBECONFIG, ~/.kube/config or in-cluster
-    let manager = Manager::builder(NAME, config).metrics_addr("127.0.0.1:8080".parse()?);
-    let mut manager = manager.build().await?; // /metrics, /healthz, /readyz on :8080
-    add(&mut manager);
-    Ok(manager.run().await?)
 }

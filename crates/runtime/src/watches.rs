@@ -12,14 +12,14 @@
 //!
 //! Semantics a subscriber can rely on:
 //! - its stream is a kube-runtime watcher stream (`Init`, `InitApply`…, `InitDone`, then
-//!   `Apply`/`Delete`), so reflectors, indexes and [`crate::namespaces::merge`] take it as is;
+//!   `Apply`/`Delete`), so reflectors, indexes and the per-namespace merge take it as is;
 //! - a subscriber that joins a running watch needs the current state: unless the watch's list
 //!   has not answered yet (then it just joins, with an `Init` of its own), the watch relists,
 //!   and the subscribers already there see an ordinary relist (their caches are level-based);
 //! - the watch backs off on errors itself (kube-runtime's default backoff) and forwards each
 //!   error, so subscribers log it but need no backoff of their own; when the server gave no
 //!   answer, or answered "not now" (a 5xx, a 429), the back-off ends the moment it answers, or
-//!   serves the failing request, again (see [`crate::reachability`]);
+//!   serves the failing request, again (see `reachability`, inside the crate);
 //! - delivery is lossless: a subscriber's queue is bounded, and a full one makes the watch wait
 //!   (as kube-runtime's shared streams do), so a subscriber must keep polling its stream;
 //! - the watch stops when its last subscriber drops its stream.
@@ -233,15 +233,15 @@ impl SharedWatches {
         &self.reachability
     }
 
-    /// Exposes `vigil_shared_watch_subscribers` and `vigil_shared_watch_starts_total`.
+    /// Exposes `<prefix>_shared_watch_subscribers` and `<prefix>_shared_watch_starts_total`.
     pub fn register_metrics(&self, metrics: &Metrics) {
         metrics.register(
-            "vigil_shared_watch_subscribers",
+            &metrics.product_name("shared_watch_subscribers"),
             "Caches fed by each shared watch (one API watch per resource and namespace)",
             self.metrics.subscribers.clone(),
         );
         metrics.register(
-            "vigil_shared_watch_starts",
+            &metrics.product_name("shared_watch_starts"),
             "Times each shared watch listed and started watching (first start and relists)",
             self.metrics.starts.clone(),
         );
@@ -324,16 +324,17 @@ impl SharedWatches {
         let (control, inbox) = mpsc::unbounded_channel();
         let _ = control.send(join);
         registry.watches.insert(key.clone(), control.clone());
-        tokio::spawn(run_watch(
-            self.client.clone(),
-            ar.clone(),
-            config.clone(),
+        let task = WatchTask {
+            client: self.client.clone(),
+            ar: ar.clone(),
+            config: config.clone(),
             key,
             inbox,
-            Arc::downgrade(&self.registry),
-            self.metrics.clone(),
-            self.reachability.clone(),
-        ));
+            registry: Arc::downgrade(&self.registry),
+            metrics: self.metrics.clone(),
+            reachability: self.reachability.clone(),
+        };
+        tokio::spawn(task.run());
         LeaveGuard { id, control }
     }
 }
@@ -406,163 +407,229 @@ enum Delivered {
     Objects,
 }
 
-/// One shared watch: runs kube-runtime's watcher for its subscribers until the last leaves.
-///
-/// The watcher is polled without kube-runtime's `StreamBackoff`: this loop backs off itself
-/// (with the same default back-off, and never sooner than a 429's `Retry-After`), so that the
-/// wait can end early when the server answers again after an outage, or serves again after
-/// refusals (see [`crate::reachability`]).
-#[allow(clippy::too_many_arguments)] // one task's whole state, passed once
-async fn run_watch(
+/// One shared watch's task, as it is started: what to watch, its inbox of joins and leaves, and
+/// the process-wide parts it reports to.
+struct WatchTask {
     client: Client,
     ar: ApiResource,
     config: watcher::Config,
     key: WatchKey,
-    mut inbox: mpsc::UnboundedReceiver<Control>,
+    inbox: mpsc::UnboundedReceiver<Control>,
     registry: Weak<Mutex<Registry>>,
     metrics: WatchMetrics,
     reachability: Reachability,
-) {
-    let api: Api<RawObject> = match &key.namespace {
-        Some(ns) => Api::namespaced_with(client, ns, &ar),
-        None => Api::all_with(client, &ar),
-    };
-    let probe = Probe {
-        api: api.clone(),
-        label_selector: config.label_selector.clone(),
-        field_selector: config.field_selector.clone(),
-    };
-    let labels = key.labels();
-    let subscriber_gauge = metrics.subscribers.get_or_create(&labels).clone();
-    let start = || -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
-        metrics.starts.get_or_create(&labels).inc();
-        watcher(api.clone(), config.clone()).boxed()
-    };
-    let mut subscribers: Vec<(u64, mpsc::Sender<RawEvent>)> = Vec::new();
-    let mut stream = start();
-    let mut delivered = Delivered::Nothing;
-    let mut backoff = watcher::DefaultBackoff::default();
-    // When a 410 last made the watch relist without backing off.
-    let mut last_free_relist: Option<tokio::time::Instant> = None;
-    let mut recovered = reachability.subscribe();
-    // Set while backing off after an error: the watcher is not polled until it fires.
-    let mut waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>> = None;
-    // Set while backing off after a refusal: probes until the failing request is served.
-    let mut probing: Option<BoxFuture<'static, bool>> = None;
-    loop {
-        tokio::select! {
-            // Joins and leaves first, so a newcomer is in place before the next event.
-            biased;
-            control = inbox.recv() => match control {
-                Some(Control::Join(id, tx)) => {
-                    match delivered {
-                        Delivered::Nothing => {}
-                        // The list has not answered yet: the newcomer starts with its own
-                        // `Init` and gets every object with the others.
-                        Delivered::InitOnly => {
-                            let _ = tx.send(Ok(watcher::Event::Init)).await;
-                        }
-                        // The newcomer needs the current state: relist for everyone.
-                        Delivered::Objects => {
-                            stream = start();
-                            delivered = Delivered::Nothing;
-                        }
-                    }
-                    subscribers.push((id, tx));
-                }
-                Some(Control::Leave(id)) => subscribers.retain(|(i, _)| *i != id),
-                None => break,
-            },
-            // The server answers, or serves, again: stop waiting. The back-off starts afresh
-            // only once the watch works again (if it still fails, it backs off further).
-            Ok(()) = recovered.changed(), if waiting.is_some() => {
-                waiting = None;
-                probing = None;
-            }
-            () = async { if let Some(sleep) = waiting.as_mut() { sleep.await } }, if waiting.is_some() => {
-                waiting = None;
-                probing = None;
-            }
-            // The failing request is served again: retry now, and tell the others (unless the
-            // probe got another answer, which only this watch's retry needs to see).
-            served = async { match probing.as_mut() { Some(probe) => probe.await, None => false } }, if probing.is_some() => {
-                tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, served, "the probe was answered; the watch retries now");
-                waiting = None;
-                probing = None;
-                if served {
-                    reachability.serves_again();
-                }
-            }
-            event = stream.next(), if waiting.is_none() => {
-                let Some(event) = event else {
-                    // kube's watcher never ends; if it did, start over.
-                    stream = start();
-                    delivered = Delivered::Nothing;
-                    continue;
-                };
-                match &event {
-                    Ok(watcher::Event::Init) => delivered = Delivered::InitOnly,
-                    Ok(_) => delivered = Delivered::Objects,
-                    // An error changes nothing delivered (a failed list starts again with Init).
-                    Err(error) => {
-                        tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off");
-                        // Recoveries seen so far came before this failure: only a later one
-                        // ends its wait.
-                        recovered.borrow_and_update();
-                        let failure = Failure::of_watch(error);
-                        let relist_now = failure == Failure::Expired
-                            && last_free_relist.is_none_or(|at| at.elapsed() >= FREE_RELIST_EVERY);
-                        if relist_now {
-                            // A 410: the server serves, and the watcher relists on its own; it
-                            // does so at once (see `crate::reachability`), at most once per
-                            // FREE_RELIST_EVERY, so a server that keeps answering 410 gets the
-                            // back-off like any other failure.
-                            last_free_relist = Some(tokio::time::Instant::now());
-                        } else {
-                            let mut delay = backoff.next();
-                            match failure {
-                                Failure::Unanswered => reachability.unreachable(),
-                                Failure::Refused { retry_after } => {
-                                    if let Some(wait) = retry_after {
-                                        delay = delay.map(|d| d.max(wait));
-                                        reachability.retry_after(wait);
-                                    }
-                                    if let Some(delay) = delay {
-                                        let list_failed = matches!(error, watcher::Error::InitialListFailed(_));
-                                        probing = Some(Box::pin(probe.clone().until_served(
-                                            !list_failed,
-                                            probe_interval(delay),
-                                            reachability.clone(),
-                                        )));
-                                    }
-                                }
-                                Failure::Expired | Failure::Other => {}
-                            }
-                            if let Some(delay) = delay {
-                                waiting = Some(Box::pin(tokio::time::sleep(delay)));
-                            }
-                        }
-                    }
-                }
-                if event.is_ok() {
-                    backoff.reset();
-                }
-                let event: RawEvent = event.map(shareable).map_err(Arc::new);
-                for (_, tx) in &subscribers {
-                    // A closed queue is a subscriber leaving; its Leave follows.
-                    let _ = tx.send(event.clone()).await;
-                }
-            }
-        }
-        subscriber_gauge.set(i64::try_from(subscribers.len()).unwrap_or(i64::MAX));
-        if subscribers.is_empty() && retire(&registry, &key, &mut inbox, &mut subscribers) {
-            break;
-        }
-    }
-    subscriber_gauge.set(0);
 }
 
-/// The probe of a watch refused by the server (see [`crate::reachability`]): a request of the
+/// A watch's pause after a failure: a back-off sleep, and for a refusal a probe that ends it
+/// once the failing request is served again.
+#[derive(Default)]
+struct Pause {
+    /// Set while backing off: the watcher is not polled until it fires.
+    waiting: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+    /// Set while backing off after a refusal: probes until the failing request is served.
+    probing: Option<BoxFuture<'static, bool>>,
+}
+
+impl Pause {
+    fn end(&mut self) {
+        self.waiting = None;
+        self.probing = None;
+    }
+}
+
+/// How a watch backs off: kube-runtime's default back-off, except after a 410 (the server
+/// serves: relist at once, at most once per [`FREE_RELIST_EVERY`]).
+struct Backoff {
+    backoff: watcher::DefaultBackoff,
+    /// When a 410 last made the watch relist without backing off.
+    last_free_relist: Option<tokio::time::Instant>,
+}
+
+impl Backoff {
+    /// The pause after `error`, reporting to `reachability` what it says of the server.
+    fn after(
+        &mut self,
+        error: &watcher::Error,
+        probe: &Probe,
+        reachability: &Reachability,
+    ) -> Pause {
+        let failure = Failure::of_watch(error);
+        let relist_now = failure == Failure::Expired
+            && self
+                .last_free_relist
+                .is_none_or(|at| at.elapsed() >= FREE_RELIST_EVERY);
+        if relist_now {
+            // A 410: the server serves, and the watcher relists on its own; it does so at once
+            // (see `crate::reachability`), at most once per FREE_RELIST_EVERY, so a server that
+            // keeps answering 410 gets the back-off like any other failure.
+            self.last_free_relist = Some(tokio::time::Instant::now());
+            return Pause::default();
+        }
+        let mut delay = self.backoff.next();
+        let mut pause = Pause::default();
+        match failure {
+            Failure::Unanswered => reachability.unreachable(),
+            Failure::Refused { retry_after } => {
+                if let Some(wait) = retry_after {
+                    delay = delay.map(|d| d.max(wait));
+                    reachability.retry_after(wait);
+                }
+                if let Some(delay) = delay {
+                    let list_failed = matches!(error, watcher::Error::InitialListFailed(_));
+                    pause.probing = Some(Box::pin(probe.clone().until_served(
+                        !list_failed,
+                        probe_interval(delay),
+                        reachability.clone(),
+                    )));
+                }
+            }
+            Failure::Expired | Failure::Other => {}
+        }
+        pause.waiting = delay.map(|delay| Box::pin(tokio::time::sleep(delay)));
+        pause
+    }
+}
+
+/// The subscribers of a watch, and what the current watcher stream has handed them.
+struct Subscribers {
+    list: Vec<(u64, mpsc::Sender<RawEvent>)>,
+    delivered: Delivered,
+}
+
+impl Subscribers {
+    /// Adds a subscriber; true when the watch must relist so that it gets the current state.
+    async fn join(&mut self, id: u64, tx: mpsc::Sender<RawEvent>) -> bool {
+        let relist = match self.delivered {
+            Delivered::Nothing => false,
+            // The list has not answered yet: the newcomer starts with its own `Init` and gets
+            // every object with the others.
+            Delivered::InitOnly => {
+                let _ = tx.send(Ok(watcher::Event::Init)).await;
+                false
+            }
+            // The newcomer needs the current state: relist for everyone.
+            Delivered::Objects => true,
+        };
+        self.list.push((id, tx));
+        relist
+    }
+
+    /// Hands `event` to every subscriber.
+    async fn send(&mut self, event: watcher::Result<watcher::Event<RawObject>>) {
+        match &event {
+            Ok(watcher::Event::Init) => self.delivered = Delivered::InitOnly,
+            Ok(_) => self.delivered = Delivered::Objects,
+            // An error changes nothing delivered (a failed list starts again with Init).
+            Err(_) => {}
+        }
+        let event: RawEvent = event.map(shareable).map_err(Arc::new);
+        for (_, tx) in &self.list {
+            // A closed queue is a subscriber leaving; its Leave follows.
+            let _ = tx.send(event.clone()).await;
+        }
+    }
+}
+
+impl WatchTask {
+    /// Runs kube-runtime's watcher for the subscribers until the last leaves.
+    ///
+    /// The watcher is polled without kube-runtime's `StreamBackoff`: this loop backs off itself
+    /// (with the same default back-off, and never sooner than a 429's `Retry-After`), so that
+    /// the wait can end early when the server answers again after an outage, or serves again
+    /// after refusals (see `reachability`, inside the crate).
+    async fn run(mut self) {
+        let api: Api<RawObject> = match &self.key.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &self.ar),
+            None => Api::all_with(self.client.clone(), &self.ar),
+        };
+        let probe = Probe {
+            api: api.clone(),
+            label_selector: self.config.label_selector.clone(),
+            field_selector: self.config.field_selector.clone(),
+        };
+        let labels = self.key.labels();
+        let subscriber_gauge = self.metrics.subscribers.get_or_create(&labels).clone();
+        let (metrics, config) = (self.metrics.clone(), self.config.clone());
+        let start = || -> BoxStream<'static, watcher::Result<watcher::Event<RawObject>>> {
+            metrics.starts.get_or_create(&labels).inc();
+            watcher(api.clone(), config.clone()).boxed()
+        };
+        let mut subscribers = Subscribers {
+            list: Vec::new(),
+            delivered: Delivered::Nothing,
+        };
+        let mut stream = start();
+        let mut backoff = Backoff {
+            backoff: watcher::DefaultBackoff::default(),
+            last_free_relist: None,
+        };
+        let mut recovered = self.reachability.subscribe();
+        let mut pause = Pause::default();
+        loop {
+            tokio::select! {
+                // Joins and leaves first, so a newcomer is in place before the next event.
+                biased;
+                control = self.inbox.recv() => match control {
+                    Some(Control::Join(id, tx)) => {
+                        if subscribers.join(id, tx).await {
+                            stream = start();
+                            subscribers.delivered = Delivered::Nothing;
+                        }
+                    }
+                    Some(Control::Leave(id)) => subscribers.list.retain(|(i, _)| *i != id),
+                    None => break,
+                },
+                // The server answers, or serves, again: stop waiting. The back-off starts
+                // afresh only once the watch works again (if it still fails, it backs off
+                // further).
+                Ok(()) = recovered.changed(), if pause.waiting.is_some() => pause.end(),
+                () = async { if let Some(sleep) = pause.waiting.as_mut() { sleep.await } }, if pause.waiting.is_some() => pause.end(),
+                // The failing request is served again: retry now, and tell the others (unless
+                // the probe got another answer, which only this watch's retry needs to see).
+                served = async { match pause.probing.as_mut() { Some(probe) => probe.await, None => false } }, if pause.probing.is_some() => {
+                    tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, served, "the probe was answered; the watch retries now");
+                    pause.end();
+                    if served {
+                        self.reachability.serves_again();
+                    }
+                }
+                event = stream.next(), if pause.waiting.is_none() => {
+                    let Some(event) = event else {
+                        // kube's watcher never ends; if it did, start over.
+                        stream = start();
+                        subscribers.delivered = Delivered::Nothing;
+                        continue;
+                    };
+                    match &event {
+                        Ok(_) => backoff.backoff.reset(),
+                        Err(error) => {
+                            tracing::debug!(resource = %labels.resource, namespace = %labels.namespace, %error, "shared watch error; backing off");
+                            // Recoveries seen so far came before this failure: only a later
+                            // one ends its wait.
+                            recovered.borrow_and_update();
+                            pause = backoff.after(error, &probe, &self.reachability);
+                        }
+                    }
+                    subscribers.send(event).await;
+                }
+            }
+            subscriber_gauge.set(i64::try_from(subscribers.list.len()).unwrap_or(i64::MAX));
+            if subscribers.list.is_empty()
+                && retire(
+                    &self.registry,
+                    &self.key,
+                    &mut self.inbox,
+                    &mut subscribers.list,
+                )
+            {
+                break;
+            }
+        }
+        subscriber_gauge.set(0);
+    }
+}
+
+/// The probe of a watch refused by the server (see `reachability`, inside the crate): a request of the
 /// kind that failed, on the watch's own resource, namespace and selectors (so also the same
 /// permissions).
 #[derive(Clone)]

@@ -15,19 +15,19 @@ use crate::leader::Leadership;
 use crate::metrics::{ControllerMetrics, ReconcileResult};
 
 /// The parts of a controller's context [`guarded`] reads.
-pub struct Guard<'a, K: Resource> {
+pub(crate) struct Guard<'a, K: Resource> {
     /// Where the reconcile is timed and counted.
-    pub metrics: &'a ControllerMetrics,
+    pub(crate) metrics: &'a ControllerMetrics,
     /// Whether this replica leads: a standby's reconcile writes nothing.
-    pub leadership: &'a watch::Receiver<Leadership>,
+    pub(crate) leadership: &'a watch::Receiver<Leadership>,
     /// Turns true once the caches the decisions read have synced; `None`: nothing to wait for.
-    pub synced: Option<&'a watch::Receiver<bool>>,
+    pub(crate) synced: Option<&'a watch::Receiver<bool>>,
     /// Per-object backoff, reset by a success.
-    pub backoffs: &'a Backoffs<ObjectRef<K>>,
+    pub(crate) backoffs: &'a Backoffs<ObjectRef<K>>,
 }
 
 /// Runs `work` for `key` under the rules of the module documentation.
-pub async fn guarded<K, E>(
+pub(crate) async fn guarded<K, E>(
     key: ObjectRef<K>,
     guard: Guard<'_, K>,
     work: impl Future<Output = Result<Action, E>>,
@@ -77,7 +77,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_standby_does_no_work_and_a_success_resets_the_backoff() {
-        let metrics = crate::metrics::Metrics::new().controller("test");
+        let metrics = crate::metrics::Metrics::new("test").controller("test");
         let backoffs = Backoffs::new(BackoffPolicy::default());
         let (_tx, standby) = watch::channel(Leadership::Following);
         let ran = std::cell::Cell::new(false);
@@ -113,7 +113,7 @@ mod tests {
 
     #[tokio::test]
     async fn nothing_is_decided_before_the_caches_sync() {
-        let metrics = crate::metrics::Metrics::new().controller("test");
+        let metrics = crate::metrics::Metrics::new("test").controller("test");
         let backoffs = Backoffs::new(BackoffPolicy::default());
         let (_tx, leading) = watch::channel(Leadership::Leading);
         let (synced_tx, synced) = watch::channel(false);

@@ -1,8 +1,19 @@
 //! Every controller Vigil can host, each declared once, in its module's `registration.rs`: its
-//! name, CRDs, permissions, flags and how it is added to a Manager. `vigil run` (flags, the
-//! `--controllers` list, starting them), `vigil manifests` (CRDs, the ClusterRole), the Helm
-//! chart's generated RBAC (`templates/_rules.tpl`) and the tests read this one list, so a new
-//! controller is its module plus one line in [`CONTROLLERS`].
+//! name, CRDs, permissions (optional sets included), flags with their chart values, what it needs
+//! from other controllers, what it adds to an installation, and how it is added to a Manager.
+//! `vigil run` (flags, the `--controllers` list, start order), `vigil manifests` (CRDs, the
+//! ClusterRole, the Deployment), the Helm chart's generated files (values, schema, arguments,
+//! RBAC) and the tests read this one list, so a new controller is its module plus one line in
+//! [`CONTROLLERS`]. Every function here takes the list as a parameter, so a test can host one
+//! more controller.
+
+mod chart;
+mod install;
+mod order;
+
+pub use chart::{ChartValue, DURATION_SCHEMA, FlagKind, NarrowedBy, PermissionSet, ValueSource};
+pub use install::{Install, InstallContext};
+pub use order::{OrderError, start_order};
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
@@ -13,8 +24,8 @@ use vigil_runtime::Manager;
 use crate::permissions::Permission;
 use crate::{configmap_sync, critical_service, kafka_topic, kubernetes_cluster, status_vault};
 
-/// The controllers, in the order they are added to a Manager (the status vault before
-/// KubernetesCluster, which consults its restore) and their rules are listed.
+/// The controllers, in the order their rules and values are listed (and they start, unless
+/// [`Registration::after`] says otherwise).
 pub const CONTROLLERS: &[Registration] = &[
     critical_service::registration::REGISTRATION,
     configmap_sync::registration::REGISTRATION,
@@ -37,31 +48,47 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 pub type SetupError = Box<dyn std::error::Error + Send + Sync>;
 
 /// One controller, as everything that hosts or installs it sees it.
+#[derive(Clone, Copy)]
 pub struct Registration {
     /// Its name in metrics, logs, Events, `--controllers` and the chart's rules.
     pub name: &'static str,
+    /// One line: what it does (the chart's `<chart_key>.enabled` help).
+    pub summary: &'static str,
     /// The key of its block in the Helm chart's values (`criticalService.enabled`…).
     pub chart_key: &'static str,
     /// The CRDs it serves (generated from `vigil-apis`).
     pub crds: fn() -> Vec<CustomResourceDefinition>,
     /// What its code does with the API: its ClusterRole rules.
     pub permissions: &'static [Permission],
-    /// Rules granted only on request, by set name (`secrets`): `vigil manifests`' flags and the
-    /// chart's values name them; the chart's define is `vigil.rules.<name>.<set>`.
-    pub optional_permissions: &'static [(&'static str, &'static [Permission])],
+    /// Rules granted only on request (see [`PermissionSet`]).
+    pub optional_permissions: &'static [PermissionSet],
     /// Adds its flags to `vigil run`'s (a clap `Args` type's `augment_args`).
     pub flags: fn(clap::Command) -> clap::Command,
+    /// Its block of the chart's values, in order (`enabled` and its permission sets' values are
+    /// added): what sets its flags in the chart.
+    pub chart_values: &'static [ChartValue],
+    /// Controllers it consults when they run: they start first (their values in [`Setup::shared`]).
+    pub after: &'static [&'static str],
+    /// Controllers it cannot run without: `vigil run` refuses to start it alone.
+    pub requires: &'static [&'static str],
+    /// What it adds to an installation beyond CRDs and permissions.
+    pub install: Install,
     /// Adds it to `manager`, configured from `setup`.
     pub add: fn(&mut Manager, &mut Setup<'_>) -> Result<(), SetupError>,
 }
 
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Registration {
     /// The optional permission set `set`, if the controller has one by that name.
-    pub fn optional(&self, set: &str) -> Option<&'static [Permission]> {
-        self.optional_permissions
-            .iter()
-            .find(|(name, _)| *name == set)
-            .map(|(_, permissions)| *permissions)
+    pub fn optional(&self, set: &str) -> Option<&'static PermissionSet> {
+        self.optional_permissions.iter().find(|p| p.name == set)
     }
 }
 
@@ -98,10 +125,23 @@ impl Shared {
     pub fn get<T: Any + Send>(&self) -> Option<&T> {
         self.0.get(&TypeId::of::<T>())?.downcast_ref::<T>()
     }
+
+    /// Takes the value of type `T` a controller cannot do without: an error naming the type
+    /// when the host (or the controller that provides it) did not insert one.
+    pub fn require<T: Any + Send>(&mut self) -> Result<T, MissingShared> {
+        self.take::<T>()
+            .ok_or(MissingShared(std::any::type_name::<T>()))
+    }
 }
 
+/// A value a controller requires was not in [`Shared`].
+#[derive(Debug, thiserror::Error)]
+#[error("nothing provides {0}: the host inserts it in Setup::shared before adding the controller")]
+pub struct MissingShared(pub &'static str);
+
 /// Every registered controller's flags, for `#[command(flatten)]` in `vigil run`'s arguments;
-/// [`Setup::flags`] hands each controller the parsed result.
+/// [`Setup::flags`] hands each controller the parsed result. It adds no flag itself: the host
+/// adds those of the controllers it hosts ([`with_flags`]), so the list is a parameter.
 #[derive(Debug, Clone, Default)]
 pub struct ControllerFlags(pub clap::ArgMatches);
 
@@ -118,14 +158,19 @@ impl clap::FromArgMatches for ControllerFlags {
 
 impl clap::Args for ControllerFlags {
     fn augment_args(command: clap::Command) -> clap::Command {
-        CONTROLLERS
-            .iter()
-            .fold(command, |command, c| (c.flags)(command))
+        command
     }
 
     fn augment_args_for_update(command: clap::Command) -> clap::Command {
         Self::augment_args(command)
     }
+}
+
+/// `command` with the flags of every controller of `registry`.
+pub fn with_flags(command: clap::Command, registry: &[Registration]) -> clap::Command {
+    registry
+        .iter()
+        .fold(command, |command, c| (c.flags)(command))
 }
 
 /// Parses `250ms`, `2s` or `1m` (a bare number is seconds): the durations of every flag.
@@ -142,6 +187,29 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         "s" | "" => Ok(std::time::Duration::from_secs(n)),
         "m" => Ok(std::time::Duration::from_secs(n * 60)),
         _ => Err(format!("invalid duration {text:?}: use ms, s or m")),
+    }
+}
+
+/// A registration with nothing in it, for tests that only need names and dependencies.
+#[cfg(test)]
+pub(crate) mod test_support {
+    use super::*;
+
+    pub fn registration(name: &'static str) -> Registration {
+        Registration {
+            name,
+            summary: "a test controller",
+            chart_key: name,
+            crds: Vec::new,
+            permissions: &[],
+            optional_permissions: &[],
+            flags: |command| command,
+            chart_values: &[],
+            after: &[],
+            requires: &[],
+            install: Install::NOTHING,
+            add: |_, _| Ok(()),
+        }
     }
 }
 
@@ -169,7 +237,10 @@ mod tests {
 
     #[test]
     fn every_controllers_flags_parse_together_with_their_defaults() {
-        let command = ControllerFlags::augment_args(clap::Command::new("run"));
+        let command = with_flags(
+            ControllerFlags::augment_args(clap::Command::new("run")),
+            CONTROLLERS,
+        );
         command.clone().debug_assert();
         let matches = command
             .try_get_matches_from(["run"])
@@ -185,6 +256,10 @@ mod tests {
         assert_eq!(shared.get::<u32>(), Some(&7));
         assert_eq!(shared.take::<u32>(), Some(7));
         assert_eq!(shared.take::<u32>(), None);
+        shared.insert(7_u32);
+        assert_eq!(shared.require::<u32>().ok(), Some(7));
+        let missing = shared.require::<u32>().expect_err("taken");
+        assert!(missing.to_string().contains("u32"), "{missing}");
         assert!(shared.get::<String>().is_none());
     }
 
