@@ -13,6 +13,14 @@ do not edit.
 {{- join "," $enabled }}
 {{- end }}
 {{- define "vigil.controllerKeys" -}}criticalService, configMapSync, statusVault, kubernetesCluster, kafkaTopic{{- end }}
+{{- define "vigil.default.criticalService.podNamePrefix" -}}service-watcher{{- end }}
+{{- define "vigil.default.criticalService.podTemplate.name" -}}critical-service-pod-template{{- end }}
+{{- define "vigil.default.statusVault.location" -}}/var/lib/vigil/status-vault{{- end }}
+{{- define "vigil.default.kubernetesCluster.pollInterval" -}}2s{{- end }}
+{{- define "vigil.default.kubernetesCluster.resyncInterval" -}}60s{{- end }}
+{{- define "vigil.default.kafkaTopic.driftInterval" -}}60s{{- end }}
+{{- define "vigil.default.kafkaTopic.retryMax" -}}60s{{- end }}
+{{- define "vigil.default.kafkaTopic.brokerTimeout" -}}10s{{- end }}
 {{- /* The `vigil run` arguments the enabled controllers' values set: a switch when true, a text when set and not the flag's default. */}}
 {{- define "vigil.controllerArgs" -}}
 {{- $enabled := include "vigil.controllers" . | splitList "," }}

@@ -290,6 +290,48 @@ fn disabled_controllers_take_their_rbac_with_them() {
     );
 }
 
+/// The controllers' values pass their flags (generated from the registry): a value set passes
+/// its flag, and an empty one means the flag's default — no argument, and the default
+/// PodTemplate keeps the name `--pod-template` defaults to.
+#[test]
+fn controller_values_pass_their_flags_and_empty_means_the_default() {
+    let Some(helm) = helm() else { return };
+    let empty = template(
+        &helm,
+        &[
+            "--set",
+            "criticalService.podTemplate.name=,kafkaTopic.driftInterval=,statusVault.location=",
+        ],
+    )
+    .expect("helm template");
+    assert_eq!(normalized(empty), normalized(manifests(&[])));
+    let set = template(
+        &helm,
+        &[
+            "--set",
+            "criticalService.podTemplate.name=mine,kafkaTopic.driftInterval=5s,configMapSync.trustAll=true",
+        ],
+    )
+    .expect("helm template");
+    let args: Vec<String> =
+        find(&set, "Deployment").expect("Deployment")["spec"]["template"]["spec"]["containers"][0]
+            ["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_owned))
+            .collect();
+    for pair in [["--pod-template", "mine"], ["--kafka-drift-interval", "5s"]] {
+        assert!(args.windows(2).any(|w| w == pair), "{pair:?} in {args:?}");
+    }
+    assert!(
+        args.iter().any(|a| a == "--configmapsync-trust-all"),
+        "{args:?}"
+    );
+    let template = find(&set, "PodTemplate").expect("PodTemplate");
+    assert_eq!(template["metadata"]["name"], "mine");
+}
+
 #[test]
 fn the_schema_refuses_unknown_keys_and_wrong_types() {
     let Some(helm) = helm() else { return };

@@ -7,8 +7,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use vigil_runtime::Runtime;
 
-pub use super::capture::SavedHook;
 use super::NAME;
+pub use super::capture::SavedHook;
 use super::capture::{self, Capture};
 use super::model::Settings;
 use super::restore::StatusRestorer;

@@ -295,6 +295,20 @@ fn controllers_template(registry: &[Registration], blocks: &[ValuesBlock<'_>]) -
             .join(", ")
     ));
 
+    // Each flag's default, for templates that need the value a flag takes when its value is
+    // empty (the default PodTemplate's name).
+    for block in blocks {
+        for leaf in &block.leaves {
+            if let Some((_, FlagKind::Duration | FlagKind::Text, Some(default))) = &leaf.flag {
+                out.push_str(&format!(
+                    "{{{{- define \"vigil.default.{key}.{path}\" -}}}}{default}{{{{- end }}}}\n",
+                    key = block.registration.chart_key,
+                    path = leaf.path
+                ));
+            }
+        }
+    }
+
     // `vigil run`'s arguments set by the enabled controllers' values.
     out.push_str(
         "{{- /* The `vigil run` arguments the enabled controllers' values set: a switch when \
