@@ -842,6 +842,9 @@ async fn run_once(
         .chain(before_answers.iter())
         .any(|s| s.outcome.pod().is_some_and(is_fallback));
     let timeline = timeline(case, t0, &old_uid, &recorder, &samples);
+    if std::env::var_os("VIGIL_BENCH_TRACE").is_some() {
+        trace(stage, case, t0, &recorder, &samples);
+    }
     Ok(RunResult {
         failed,
         window,
@@ -851,6 +854,52 @@ async fn run_once(
         proxy,
         note,
     })
+}
+
+/// `VIGIL_BENCH_TRACE=1`: what one run saw, on stderr, in ms after the trigger: the pods'
+/// changes (ready, terminating, gone, role), the Service's ready endpoints, and the probe's
+/// outcomes whenever they changed.
+fn trace(stage: &Stage, case: Case, t0: Instant, recorder: &Recorder, samples: &[Sample]) {
+    let at = |i: Instant| {
+        i.checked_duration_since(t0)
+            .map_or(-1, |d| d.as_millis() as i64)
+    };
+    let mut lines: Vec<(i64, String)> = Vec::new();
+    for p in recorder.pods() {
+        let role = p.labels.get(ROLE_LABEL).cloned().unwrap_or_default();
+        lines.push((
+            at(p.at),
+            format!(
+                "pod {} sched={} run={} ready={} term={} gone={} role={role}",
+                p.name, p.scheduled, p.running, p.ready, p.terminating, p.gone
+            ),
+        ));
+    }
+    for s in recorder.slices() {
+        lines.push((at(s.at), format!("slice ready={:?}", s.ready)));
+    }
+    let mut last = String::new();
+    let mut count = 0;
+    for s in samples {
+        let what = match &s.outcome {
+            Outcome::Answered(pod) => format!("answer {pod}"),
+            other => format!("{other:?}"),
+        };
+        if what != last {
+            if count > 0 {
+                lines.push((at(s.sent), format!("  (x{count} {last})")));
+            }
+            lines.push((at(s.sent), format!("probe {what}")));
+            last = what;
+            count = 0;
+        }
+        count += 1;
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    eprintln!("--- trace {} {}", case.title(), stage.title());
+    for (t, line) in lines {
+        eprintln!("{t:>7} {line}");
+    }
 }
 
 /// The milestones of a run, after the trigger: when the API showed the old pod going (or not
