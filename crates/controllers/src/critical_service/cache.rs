@@ -422,6 +422,9 @@ pub struct PodEntry {
     pub ip: Option<Box<str>>,
     /// Creation time (seconds) of a pod on its first start (see [`first_start`]).
     pub starting_since: Option<i64>,
+    /// When a pod with a controlling owner (a workload controller's) was deleted, in seconds:
+    /// its `deletionTimestamp` less its grace period.
+    pub deleted_under_controller: Option<i64>,
     /// Vigil's own pods only (one pointer for the others, which are most of a cluster).
     pub own: Option<Box<OwnPodMarks>>,
 }
@@ -468,6 +471,13 @@ pub fn pod_entry(pod: &CachedPod) -> PodEntry {
             .and_then(|s| s.pod_ip.as_deref())
             .map(Into::into),
         starting_since: meta.creation_timestamp.as_ref().map(|t| t.0.as_second()),
+        deleted_under_controller: meta
+            .deletion_timestamp
+            .as_ref()
+            .filter(|_| {
+                (meta.owner_references.iter().flatten()).any(|o| o.controller == Some(true))
+            })
+            .map(|t| t.0.as_second() - meta.deletion_grace_period_seconds.unwrap_or(0)),
         own: pod.labels.get(CRITICAL_SERVICE_LABEL).map(|_| {
             Box::new(OwnPodMarks {
                 node_name: (pod.spec.as_ref())
@@ -494,6 +504,9 @@ pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
         ip: pod.ip.as_deref().map(str::to_owned),
         starting_since: pod
             .starting_since
+            .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()),
+        deleted_under_controller: pod
+            .deleted_under_controller
             .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()),
         node_name: (pod.own.as_ref())
             .and_then(|o| o.node_name.as_deref())
@@ -688,6 +701,32 @@ mod tests {
         assert!(service.metadata.labels.is_none());
         assert_eq!(view.selector.get("app").map(String::as_str), Some("web"));
         assert_eq!(view.ports[0].protocol, "TCP");
+    }
+
+    #[test]
+    fn a_deleted_pod_under_a_controller_keeps_when_it_was_deleted() {
+        let pod = |owners: serde_json::Value| {
+            let mut pod: CachedPod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
+                    "ownerReferences": owners,
+                    "deletionTimestamp": "2026-01-01T00:00:30Z",
+                    "deletionGracePeriodSeconds": 30},
+            }))
+            .expect("a pod");
+            slim_pod(&mut pod);
+            pod_view("ns", "p", &pod_entry(&pod)).deleted_under_controller
+        };
+        let rs = |controller: bool| {
+            serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                "uid": "rs-uid", "controller": controller}])
+        };
+        assert_eq!(
+            pod(rs(true)),
+            Some("2026-01-01T00:00:00Z".parse().expect("a time"))
+        );
+        assert_eq!(pod(rs(false)), None, "an owner that is not its controller");
+        assert_eq!(pod(serde_json::json!([])), None, "a bare pod");
     }
 
     #[test]

@@ -111,6 +111,9 @@ pub struct PodView {
     /// When a pod on its first start was created (not Ready yet, never restarted, not stuck
     /// pulling its image or in a crash loop): a replacement a workload controller has started.
     pub starting_since: Option<Timestamp>,
+    /// When a pod with a controlling owner (a workload controller: its replacement is on the
+    /// way) was deleted, to the second: `deletionTimestamp` less the grace period.
+    pub deleted_under_controller: Option<Timestamp>,
     /// `spec.nodeName` (kept for Vigil's own pods only, which its EndpointSlices list).
     pub node_name: Option<String>,
     /// When a draining pod of Vigil's left its Service's endpoints.

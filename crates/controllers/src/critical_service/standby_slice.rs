@@ -190,6 +190,7 @@ mod tests {
             node_name: Some("node-1".into()),
             retiring_since: None,
             starting_since: None,
+            deleted_under_controller: None,
         }
     }
 

@@ -134,6 +134,7 @@ fn real_pod(name: &str, app: &str, ready: bool) -> PodView {
         node_name: None,
         retiring_since: None,
         starting_since: None,
+        deleted_under_controller: None,
     }
 }
 
@@ -160,6 +161,7 @@ fn view_of(pod: &Pod, ready: bool) -> PodView {
         node_name: None,
         retiring_since: None,
         starting_since: None,
+        deleted_under_controller: None,
     }
 }
 
@@ -1539,6 +1541,59 @@ fn a_replacement_already_starting_is_given_its_head_start_then_a_fallback_comes(
     world.now = at(1_003);
     let plan = world.pass();
     assert_eq!(plan.create.len(), 1);
+}
+
+/// `web-1`, deleted at `deleted` under a workload controller (a ReplicaSet's pod).
+fn deleted_under_controller(deleted: i64) -> PodView {
+    PodView {
+        terminating: true,
+        deleted_under_controller: Some(at(deleted)),
+        ..real_pod("web-1", "web", true)
+    }
+}
+
+#[test]
+fn a_replacement_not_seen_yet_is_waited_for_after_a_controlled_pod_is_deleted() {
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    let plan = world.pass();
+    assert!(
+        plan.create.is_empty(),
+        "the ReplicaSet's replacement is coming"
+    );
+    assert_eq!(entry(&plan, "web").state, ServiceState::Lame);
+    assert_eq!(plan.requeue_after, Some(REPLACEMENT_APPEARS));
+    // The replacement appears: its own head start applies from its creation.
+    world.now = Timestamp::from_millisecond(1_000_300).expect("time");
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert!(plan.create.is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_millis(2_700)));
+}
+
+#[test]
+fn no_replacement_within_its_wait_brings_the_fallback() {
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    world.now = at(1_002);
+    assert_eq!(world.pass().create.len(), 1, "no replacement came");
+}
+
+#[test]
+fn a_deleted_bare_pod_or_a_broken_pod_left_is_not_waited_for() {
+    // A bare pod: nothing replaces it.
+    let mut world = World::new();
+    world.pods.push(PodView {
+        terminating: true,
+        ..real_pod("web-1", "web", true)
+    });
+    assert_eq!(world.pass().create.len(), 1);
+    // Another selected pod, not being deleted, neither ready nor starting: no replacement to
+    // wait for.
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    world.pods.push(real_pod("web-3", "web", false));
+    assert_eq!(world.pass().create.len(), 1);
 }
 
 #[test]
