@@ -195,3 +195,157 @@ async fn the_articles_manifest_provisions_a_real_cluster_on_the_local_provider()
     );
     w.finish(running).await;
 }
+
+/// The chaos test's sequence on a real `local` cluster, with the status vault: a Ready cluster
+/// is orphaned (`deletionPolicy: Orphan`), its manifest applied again from git (no status), and
+/// its `kubeVersion` raised at once, while the vault restores the status, or right after. Each
+/// round must end Ready on the new version, on the same cluster and server; the object must
+/// never report `Failed` on the way (a failure names the decision: its Degraded condition).
+#[tokio::test]
+async fn orphaned_reapplied_and_upgraded_at_once_the_cluster_converges() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::CustomResourceExt as _;
+    use kube::ResourceExt as _;
+    use vigil_apis::StatusBackupPolicy;
+    use vigil_testenv::wait_for;
+
+    let w = World::start("orphan-upgrade").await;
+    let crd: CustomResourceDefinition = StatusBackupPolicy::crd();
+    install_crd(&w.env.client(), crd).await;
+    let root = LocalRoot(w.dir.join("clusters"));
+    let running = w.run_with(root.providers(), true, w.env.client());
+    let policies: Api<StatusBackupPolicy> = Api::all(w.env.client());
+    let policy_name = format!("kc-{}", w.env.namespace().trim_start_matches("vigil-test-"));
+    let policy: StatusBackupPolicy = serde_json::from_value(json!({
+        "apiVersion": "vigil.dev/v1", "kind": "StatusBackupPolicy",
+        "metadata": {"name": policy_name},
+        "spec": {
+            "resources": [{"group": "vigil.dev", "kind": "KubernetesCluster"}],
+            "namespaces": [w.env.namespace()],
+        },
+    }))
+    .expect("policy");
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .expect("create policy");
+    w.env.delete_on_cleanup(
+        &kube::api::ApiResource::erase::<StatusBackupPolicy>(&()),
+        &policy_name,
+    );
+
+    const NAME: &str = "git";
+    let manifest = |minor: u32| json!({"kubeVersion": format!("1.{minor}"), "addons": []});
+    let failed_because = |c: &vigil_apis::KubernetesCluster| -> Option<String> {
+        (phase(c) == Some(Phase::Failed)).then(|| {
+            format!(
+                "Degraded: {:?} {}; Ready: {:?} {}",
+                condition(c, reasons::DEGRADED),
+                message(c, reasons::DEGRADED),
+                condition(c, reasons::READY),
+                message(c, reasons::READY)
+            )
+        })
+    };
+    w.create(NAME, manifest(28)).await;
+    let first = w.wait_ready(NAME).await;
+    let id = first.status.as_ref().and_then(|s| s.cluster_id.clone());
+    let url = first.status.as_ref().and_then(|s| s.api_server_url.clone());
+    assert!(id.is_some(), "an id");
+
+    // Round by round, the upgrade comes later: with the create, once the restore wrote the
+    // status, and once the re-applied object is Ready again on the old version.
+    for (round, minor) in (28..31).enumerate() {
+        // Orphaned, as the chaos workload does: the policy first, then the deletion.
+        w.wait(
+            NAME,
+            "the vault to have seen the settled status",
+            CLUSTER_TIMEOUT,
+            |c| {
+                phase(c) == Some(Phase::Ready)
+                    && c.status.as_ref().and_then(|s| s.observed_generation)
+                        == c.metadata.generation
+            },
+        )
+        .await;
+        // The vault captures asynchronously: give it the settled status.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        w.patch_spec(NAME, json!({"deletionPolicy": "Orphan"}))
+            .await;
+        w.clusters()
+            .delete(NAME, &DeleteParams::default())
+            .await
+            .expect("delete");
+        w.wait_gone(NAME).await;
+
+        // Applied again from git, then upgraded.
+        w.create(NAME, manifest(minor)).await;
+        match round {
+            0 => {}
+            1 => {
+                w.wait(NAME, "the status restored", CLUSTER_TIMEOUT, |c| {
+                    c.status.as_ref().is_some_and(|s| s.cluster_id.is_some())
+                })
+                .await;
+            }
+            _ => {
+                w.wait(
+                    NAME,
+                    "Ready again before the upgrade",
+                    CLUSTER_TIMEOUT,
+                    |c| {
+                        phase(c) == Some(Phase::Ready)
+                            && c.metadata.finalizers.iter().flatten().next().is_some()
+                            && c.status.as_ref().and_then(|s| s.observed_generation)
+                                == c.metadata.generation
+                    },
+                )
+                .await;
+            }
+        }
+        let wanted = format!("1.{}.0", minor + 1);
+        w.patch_spec(NAME, json!({"kubeVersion": format!("1.{}", minor + 1)}))
+            .await;
+        let api = w.clusters();
+        let done = wait_for(
+            &format!("round {round}: Ready on {wanted}, never Failed"),
+            CLUSTER_TIMEOUT,
+            || async {
+                let c = api.get(NAME).await.map_err(|e| e.to_string())?;
+                if let Some(why) = failed_because(&c) {
+                    return Ok(Some(Err(why)));
+                }
+                let status = c.status.clone().unwrap_or_default();
+                let ready = phase(&c) == Some(Phase::Ready)
+                    && status.master_version.as_deref() == Some(wanted.as_str())
+                    && status.observed_generation == c.metadata.generation;
+                if ready {
+                    Ok(Some(Ok(c)))
+                } else {
+                    Err(format!("{:?} {:?}", status.phase, status.conditions))
+                }
+            },
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let done = done.unwrap_or_else(|why| {
+            panic!("round {round}: the re-applied cluster went Failed: {why}")
+        });
+        let status = done.status.clone().expect("status");
+        assert_eq!(status.cluster_id, id, "round {round}: the same cluster");
+        assert_eq!(status.api_server_url, url, "round {round}: the same server");
+        assert!(
+            done.annotations()
+                .contains_key("vigil.dev/status-restored-from"),
+            "round {round}: the status came from the vault"
+        );
+        assert_eq!(root.provider().clusters().expect("clusters").len(), 1);
+    }
+
+    let _ = policies
+        .delete(&policy_name, &DeleteParams::default())
+        .await;
+    w.patch_spec(NAME, json!({"deletionPolicy": "Delete"}))
+        .await;
+    w.finish(running).await;
+}

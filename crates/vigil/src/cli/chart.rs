@@ -191,20 +191,12 @@ fn leaf(
     }
 }
 
-/// A string as a YAML scalar (quoted when YAML would read it as something else).
+/// A string as a YAML scalar (quoted by the YAML writer when YAML would read it as something
+/// else).
 fn yaml_scalar(text: &str) -> String {
-    let plain = !text.is_empty()
-        && text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c))
-        && !text.chars().all(|c| c.is_ascii_digit() || c == '.')
-        && !["true", "false", "null", "yes", "no", "on", "off", "~"]
-            .contains(&text.to_lowercase().as_str());
-    if plain {
-        text.to_owned()
-    } else {
-        serde_json::to_string(text).unwrap_or_else(|_| "\"\"".into())
-    }
+    serde_saphyr::to_string(&text)
+        .map(|yaml| yaml.trim_end().to_owned())
+        .unwrap_or_else(|_| "\"\"".into())
 }
 
 /// Helm's `dig` arguments for a dotted path: `"podTemplate" "name"`.
@@ -428,7 +420,7 @@ fn comment(text: &str, indent: &str, first: &str) -> String {
         line.push(' ');
         line.push_str(word);
     }
-    lines.push(line.replace("#  ", "# "));
+    lines.push(line);
     lines.join("\n") + "\n"
 }
 

@@ -140,6 +140,9 @@ pub struct ClusterObject {
     pub cluster_id: Option<String>,
     pub api_server_url: Option<String>,
     pub phase: Option<String>,
+    /// Why it is not Ready, when a condition says so: `Degraded` (else `Ready`) as
+    /// `reason: message`, so a failure names the decision that made it so.
+    pub why: Option<String>,
     pub deleting: bool,
     /// The server its kubeconfig Secret names, if the Secret exists.
     pub secret_server: Option<String>,
@@ -508,7 +511,10 @@ pub fn clusters(world: &World) -> Vec<Violation> {
                 CLUSTERS,
                 object.clone(),
                 "phase Ready",
-                format!("{:?}", cluster.phase),
+                match &cluster.why {
+                    Some(why) => format!("{:?} ({why})", cluster.phase),
+                    None => format!("{:?}", cluster.phase),
+                },
             ));
         }
         if cluster.secret_server.is_none() || cluster.secret_server != cluster.api_server_url {
@@ -765,6 +771,7 @@ mod tests {
                 cluster_id: Some("c-1".into()),
                 api_server_url: Some("https://127.0.0.1:4000".into()),
                 phase: Some("Ready".into()),
+                why: None,
                 deleting: false,
                 secret_server: Some("https://127.0.0.1:4000".into()),
             }],

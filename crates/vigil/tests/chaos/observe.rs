@@ -57,6 +57,19 @@ fn server_of(secret: &Secret) -> Option<String> {
         .find_map(|c| c.cluster.and_then(|c| c.server))
 }
 
+/// `Degraded` when True, else `Ready` when False, as `reason: message`.
+fn not_ready_because(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Option<String> {
+    let find = |type_: &str, status: &str| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map(|c| format!("{} {}: {}", c.type_, c.reason, c.message))
+    };
+    find("Degraded", "True").or_else(|| find("Ready", "False"))
+}
+
 fn labels(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> BTreeMap<String, String> {
@@ -295,6 +308,7 @@ impl Observer {
                 cluster_id: status.cluster_id.clone(),
                 api_server_url: status.api_server_url.clone(),
                 phase: status.phase.map(|p| format!("{p:?}")),
+                why: not_ready_because(&status.conditions),
                 deleting: c.metadata.deletion_timestamp.is_some(),
                 secret_server: secret.as_ref().and_then(server_of),
             });
