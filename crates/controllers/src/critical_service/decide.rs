@@ -19,13 +19,13 @@ mod slices;
 mod status;
 
 use super::fallback::{
-    fallback_pod, fallback_pod_name, standby_pod, standby_pod_names, template_hash,
+    fallback_pod_name, standby_pod, standby_pod_names, starting_fallback_pod, template_hash,
 };
 use super::model::{
     CRITICAL_SERVICE_LABEL, EventNote, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL,
     MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, ROLE_ACTIVE, ROLE_RETIRING, ROLE_STANDBY,
-    Relabel, SERVICE_LABEL, ServiceView, Settings, SliceWrite, TemplateKey, TemplateLookup,
-    about_pod,
+    ROLE_STARTING, Relabel, SERVICE_LABEL, ServiceView, Settings, SliceWrite, TemplateKey,
+    TemplateLookup, about_pod,
 };
 use status::{build_status, degraded_changed};
 
@@ -46,6 +46,7 @@ pub const REASON_STANDBY_CREATED: &str = "StandbyCreated";
 pub const REASON_STANDBY_PROMOTED: &str = "StandbyPromoted";
 pub const REASON_FALLBACK_DRAINING: &str = "FallbackDraining";
 pub const REASON_FALLBACK_RESELECTED: &str = "FallbackReselected";
+pub const REASON_FALLBACK_SELECTED: &str = "FallbackSelected";
 
 /// How many items a condition message lists before summarising the rest, so a CriticalService
 /// covering thousands of Services still has a readable (and API-valid) message.
@@ -409,7 +410,10 @@ fn retire(inputs: &Inputs<'_>, observed: &Observed<'_>, actions: &mut Actions) -
         observed.service.namespace, observed.service.name
     );
     for pod in observed.ours.iter().chain(observed.active.iter()) {
-        if drain::configured(inputs).is_some() && !pod.terminating {
+        if role(pod) == Some(ROLE_STARTING) {
+            // Never selected, so never an endpoint: nothing to drain.
+            actions.delete_pod(pod, &why);
+        } else if drain::configured(inputs).is_some() && !pod.terminating {
             drain::start(inputs, observed, pod, &why, actions);
         } else {
             actions.delete_pod(pod, &why);
@@ -447,6 +451,7 @@ fn answer(
         // The pod answers until it is gone (even while terminating): reporting it keeps the state
         // FallbackActive, so its replacement is not held back by the activation delay again.
         rebuild_if_stale(inputs, observed, pod, actions);
+        select_once_ready(observed, pod, actions);
         return (
             ServiceState::FallbackActive,
             Some(observed.fallback_name.clone()),
@@ -721,7 +726,35 @@ fn rebuild_if_stale(
     }
 }
 
-/// Builds and records the fallback for a lame Service.
+/// Makes a fallback created outside the selector (role `starting`) an endpoint of its Service
+/// once it is Ready: one label patch adds the selector's labels and drops the role. Not a pod
+/// being deleted (out of date, or by someone else).
+fn select_once_ready(observed: &Observed<'_>, pod: &PodView, actions: &mut Actions) {
+    let deleting = pod.terminating || actions.delete.iter().any(|d| d.uid == pod.uid);
+    if role(pod) != Some(ROLE_STARTING) || !pod.ready || deleting {
+        return;
+    }
+    let service = observed.service;
+    let mut labels = selected_by(service);
+    labels.insert(FALLBACK_ROLE_LABEL.into(), None);
+    actions.relabel.push(Relabel {
+        pod: pod_ref(pod),
+        labels,
+        annotations: BTreeMap::new(),
+    });
+    actions.events.push(about_pod(
+        REASON_FALLBACK_SELECTED,
+        &pod.namespace,
+        &pod.name,
+        format!(
+            "Fallback pod {}/{} is Ready: Service {}/{} selects it",
+            pod.namespace, pod.name, service.namespace, service.name
+        ),
+    ));
+}
+
+/// Builds and records the fallback for a lame Service, outside the Service's selector until it
+/// is Ready (see [`ROLE_STARTING`]).
 fn create(
     inputs: &Inputs<'_>,
     observed: &Observed<'_>,
@@ -730,7 +763,7 @@ fn create(
     actions: &mut Actions,
 ) {
     let service = observed.service;
-    actions.create.push(fallback_pod(
+    actions.create.push(starting_fallback_pod(
         inputs.cr,
         service,
         template,
@@ -742,7 +775,7 @@ fn create(
         &service.namespace,
         &observed.fallback_name,
         format!(
-            "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own",
+            "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own; the Service selects it once it is Ready",
             service.namespace, observed.fallback_name, service.namespace, service.name
         ),
     ));

@@ -26,6 +26,12 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "vigil.dev/template-hash";
 pub const FALLBACK_ROLE_LABEL: &str = "vigil.dev/fallback-role";
 pub const ROLE_STANDBY: &str = "standby";
 pub const ROLE_ACTIVE: &str = "active";
+/// Role of a fallback just created: outside its Service's selector until it is Ready, then
+/// selected (the role removed). Each change of a Service's endpoints costs a kube-proxy sync,
+/// which its rate limiter spaces by `minSyncPeriod` (1 s) after a burst of 2; a fallback selected
+/// at creation is listed twice (not ready, then ready) and pushes its own ready endpoint, or a
+/// returning real pod's, a second later. Selected once Ready, it is one change.
+pub const ROLE_STARTING: &str = "starting";
 /// Role of a fallback or promoted standby being drained (`spec.drainSeconds`): out of its
 /// Service's selector, deleted once kube-proxy has stopped sending it connections.
 pub const ROLE_RETIRING: &str = "retiring";

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vigil_apis::critical_service::LabelMatch;
 use vigil_runtime::conditions;
 
+use crate::critical_service::fallback::fallback_pod;
 use crate::critical_service::model::{
     CriticalServiceView, OWNED_ANNOTATION, RETIRING_SINCE_ANNOTATION, SLICE_HASH_ANNOTATION,
     ServicePortView, SliceView, StandbySliceView, TEMPLATE_HASH_ANNOTATION,
@@ -277,7 +278,7 @@ impl World {
             .insert(pod.into());
     }
 
-    /// Vigil's up-to-date fallback for `web`, as if created earlier.
+    /// Vigil's up-to-date fallback for `web`, as if created earlier: Ready and selected.
     fn with_fallback(&mut self) {
         let plan = World {
             pods: vec![],
@@ -285,8 +286,13 @@ impl World {
             ..self.clone_inputs()
         }
         .decide();
-        self.pods
-            .extend(plan.create.iter().map(|p| view_of(p, true)));
+        let service = self.services[0].clone();
+        self.pods.extend(plan.create.iter().map(|p| {
+            let mut view = view_of(p, true);
+            view.labels.remove(FALLBACK_ROLE_LABEL);
+            view.labels.extend(service.selector.clone());
+            view
+        }));
     }
 
     fn clone_inputs(&self) -> World {
@@ -412,7 +418,15 @@ fn a_lame_service_gets_its_fallback() {
     assert_eq!(pod.metadata.name.as_deref(), Some(FALLBACK));
     assert_eq!(pod.metadata.namespace.as_deref(), Some(NS));
     let pod_labels = pod.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(pod_labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        pod_labels.get("app"),
+        None,
+        "not selected before it is Ready"
+    );
+    assert_eq!(
+        pod_labels.get(FALLBACK_ROLE_LABEL).map(String::as_str),
+        Some(ROLE_STARTING)
+    );
     assert_eq!(
         pod_labels.get(CRITICAL_SERVICE_LABEL).map(String::as_str),
         Some("frontend")
@@ -512,6 +526,62 @@ fn a_pod_losing_readiness_makes_the_service_lame_at_once() {
 }
 
 #[test]
+fn a_fallback_is_selected_once_ready_in_one_patch() {
+    let mut world = World::new();
+    world.pass();
+    let starting = world.pass();
+    assert_no_writes(&starting);
+    assert_eq!(entry(&starting, "web").state, ServiceState::FallbackActive);
+
+    world.pods[0].ready = true;
+    let ready = world.pass();
+    assert_eq!(
+        ready.relabel,
+        vec![Relabel {
+            pod: PodRef {
+                namespace: NS.into(),
+                name: FALLBACK.into(),
+                uid: world.fallback_uid(),
+            },
+            labels: BTreeMap::from([
+                ("app".to_owned(), Some("web".to_owned())),
+                (FALLBACK_ROLE_LABEL.to_owned(), None),
+            ]),
+            annotations: BTreeMap::new(),
+        }]
+    );
+    assert_eq!(reasons(&ready), vec![(false, REASON_FALLBACK_SELECTED)]);
+    assert!(ready.create.is_empty() && ready.delete.is_empty());
+    assert_eq!(ready.status, starting.status, "still FallbackActive, same since");
+
+    world.slice_lists(FALLBACK);
+    assert_no_writes(&world.decide());
+}
+
+#[test]
+fn a_starting_fallback_is_deleted_at_once_when_the_service_recovers() {
+    let mut world = World::new();
+    world.pass();
+    world.healthy();
+    let plan = world.decide();
+    assert!(plan.relabel.is_empty(), "never selected: nothing to drain");
+    assert_eq!(plan.delete.len(), 1);
+    assert_eq!(plan.delete[0].uid, world.fallback_uid());
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_DELETED)]);
+}
+
+#[test]
+fn an_out_of_date_starting_fallback_is_rebuilt_not_selected() {
+    let mut world = World::new();
+    world.pass();
+    world.pods[0].ready = true;
+    world.pods[0].template_hash = Some("old".into());
+    let plan = world.decide();
+    assert!(plan.relabel.is_empty(), "{:?}", plan.relabel);
+    assert_eq!(plan.delete.len(), 1);
+}
+
+#[test]
 fn other_services_fallbacks_are_not_real_endpoints() {
     let mut world = World::new();
     // `web-admin` selects app=web too; its fallback carries app=web.
@@ -523,6 +593,7 @@ fn other_services_fallbacks_are_not_real_endpoints() {
     for pod in &mut world.pods {
         pod.ready = true;
     }
+    assert_eq!(world.pass().relabel.len(), 2, "both selected once Ready");
     world.slice_lists("service-watcher-web-admin");
     let plan = world.decide();
     assert_no_writes(&plan);
