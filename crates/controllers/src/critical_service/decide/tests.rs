@@ -552,7 +552,10 @@ fn a_fallback_is_selected_once_ready_in_one_patch() {
     );
     assert_eq!(reasons(&ready), vec![(false, REASON_FALLBACK_SELECTED)]);
     assert!(ready.create.is_empty() && ready.delete.is_empty());
-    assert_eq!(ready.status, starting.status, "still FallbackActive, same since");
+    assert_eq!(
+        ready.status, starting.status,
+        "still FallbackActive, same since"
+    );
 
     world.slice_lists(FALLBACK);
     assert_no_writes(&world.decide());
