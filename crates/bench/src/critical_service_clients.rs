@@ -43,7 +43,9 @@ use vigil_apis::CriticalService;
 use crate::support::client::ok_if_exists;
 use crate::support::duration::parse_duration;
 use crate::support::node::{Node, ProxyCounters};
-use crate::support::probe::{Outcome, PATIENCE, Prober, Sample, failures, lost, probe_once};
+use crate::support::probe::{
+    Outcome, PATIENCE, Prober, Sample, failures, lost as lost_of, probe_once,
+};
 use crate::support::real_plane::client_from;
 use crate::support::record::{PodSeen, Recorder};
 use crate::support::stats::percentile;
@@ -227,6 +229,9 @@ struct RunResult {
     /// Of those, the ones never answered (refused, reset, or no answer within the probe's
     /// patience): what a client loses. The rest were slow (the loaded host), not lost.
     lost: usize,
+    /// Requests lost meanwhile by the same probe on the control Service, which nothing
+    /// touches: what the node itself loses (a loaded host, kube-proxy's syncs), not the case.
+    control_lost: usize,
     window: Duration,
     requests: usize,
     /// A pod of Vigil's answered the probe during the run (or, in (c), before the real pod came).
@@ -271,6 +276,7 @@ pub async fn run(args: ClientsBench) -> anyhow::Result<()> {
     let started = Instant::now();
     install_crd(&client).await?;
     let tag = std::process::id();
+    let control = Control::create(&client, &node, tag).await?;
     let mut stages = Vec::new();
     for backing in &backings {
         for mode in &modes {
@@ -301,11 +307,12 @@ pub async fn run(args: ClientsBench) -> anyhow::Result<()> {
             .await?,
         )
     };
-    let outcome = measure(&client, &node, &args, &stages, &cases).await;
+    let outcome = measure(&client, &node, &args, &control, &stages, &cases).await;
     report_vigil(vigil);
     for stage in &stages {
         stage.delete(&client).await;
     }
+    control.delete(&client).await;
     let results = outcome?;
     print_report(&args, &stages, &cases, &results, started.elapsed());
     if args.verify {
@@ -327,6 +334,7 @@ async fn measure(
     client: &Client,
     node: &Node,
     args: &ClientsBench,
+    control: &Control,
     stages: &[Stage],
     cases: &[Case],
 ) -> anyhow::Result<Results> {
@@ -337,18 +345,19 @@ async fn measure(
         }
         for run in 0..args.runs {
             for (s, stage) in stages.iter().enumerate() {
-                let result = run_once(client, node, args, stage, *case)
+                let result = run_once(client, node, args, control, stage, *case)
                     .await
                     .with_context(|| {
                         format!("{} with {}, run {}", case.title(), stage.title(), run + 1)
                     })?;
                 eprintln!(
-                    "vigil-bench: {} | {} | run {}: {} failed ({} lost), window {} ms{}",
+                    "vigil-bench: {} | {} | run {}: {} failed ({} lost; the control Service {} lost), window {} ms{}",
                     case.title(),
                     stage.title(),
                     run + 1,
                     result.failed,
                     result.lost,
+                    result.control_lost,
                     result.window.as_millis(),
                     result
                         .note
@@ -386,6 +395,66 @@ async fn install_crd(client: &Client) -> anyhow::Result<()> {
             .then_some(()))
     })
     .await
+}
+
+/// A Service nothing touches, probed beside the case's: its lost requests are the node's own
+/// (the probe and kube-proxy on a loaded host), which no controller causes or can prevent.
+struct Control {
+    namespace: String,
+    cluster_ip: SocketAddr,
+}
+
+impl Control {
+    /// Its namespace, one pod of the web image and its Service, answering.
+    async fn create(client: &Client, node: &Node, tag: u32) -> anyhow::Result<Self> {
+        let namespace = format!("clients-control-{tag}");
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        ok_if_exists(
+            namespaces
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
+                )
+                .await,
+        )?;
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "control", "labels": {"app": "control"}},
+            "spec": pod_spec(node, false, 1),
+        }))?;
+        ok_if_exists(
+            Api::<Pod>::namespaced(client.clone(), &namespace)
+                .create(&PostParams::default(), &pod)
+                .await,
+        )?;
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": "control"},
+            "spec": {"selector": {"app": "control"}, "ports": [{"port": 80, "targetPort": PORT}]}
+        }))?;
+        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
+        ok_if_exists(services.create(&PostParams::default(), &service).await)?;
+        let ip = services
+            .get("control")
+            .await?
+            .spec
+            .and_then(|s| s.cluster_ip)
+            .context("the control Service has no ClusterIP")?;
+        let cluster_ip: SocketAddr = format!("{ip}:80").parse().context("ClusterIP")?;
+        wait_until("the control Service to answer", || async {
+            let answer = probe_once(cluster_ip, PATIENCE, PATIENCE).await;
+            Ok(answer.pod().is_some_and(|p| p == "control").then_some(()))
+        })
+        .await?;
+        Ok(Self {
+            namespace,
+            cluster_ip,
+        })
+    }
+
+    async fn delete(&self, client: &Client) {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&self.namespace, &DeleteParams::background())
+            .await;
+    }
 }
 
 impl Stage {
@@ -756,6 +825,7 @@ async fn run_once(
     client: &Client,
     node: &Node,
     args: &ClientsBench,
+    control: &Control,
     stage: &Stage,
     case: Case,
 ) -> anyhow::Result<RunResult> {
@@ -771,7 +841,10 @@ async fn run_once(
     }
     let recorder = Recorder::start(client, &stage.namespace).await;
     let proxy_before = node.proxy_counters().await;
+    node.forget_connections(stage.cluster_ip.ip()).await?;
+    node.forget_connections(control.cluster_ip.ip()).await?;
     let prober = Prober::start(stage.cluster_ip, args.interval, args.timeout);
+    let control_prober = Prober::start(control.cluster_ip, args.interval, args.timeout);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pods = stage.pods(client);
     let old_name = old.name_any();
@@ -850,9 +923,16 @@ async fn run_once(
         .into_iter()
         .filter(|s| s.sent >= t0)
         .collect();
+    let control_samples: Vec<Sample> = control_prober
+        .stop()
+        .await
+        .into_iter()
+        .filter(|s| s.sent >= t0)
+        .collect();
     let proxy = proxy_before.delta(&node.proxy_counters().await);
     let (failed, window) = failures(&samples);
-    let lost = lost(&samples);
+    let lost = lost_of(&samples);
+    let control_lost = lost_of(&control_samples);
     let fallback_answered = samples
         .iter()
         .chain(before_answers.iter())
@@ -869,6 +949,7 @@ async fn run_once(
     Ok(RunResult {
         failed,
         lost,
+        control_lost,
         window,
         requests: samples.len(),
         fallback_answered,
@@ -919,7 +1000,18 @@ fn trace(stage: &Stage, case: Case, t0: Instant, recorder: &Recorder, samples: &
         count += 1;
     }
     lines.sort_by_key(|(t, _)| *t);
-    eprintln!("--- trace {} {}", case.title(), stage.title());
+    // The trigger's wall-clock time, to line the trace up with the node's logs (kube-proxy's
+    // syncs, the kubelet's).
+    let wall = std::time::SystemTime::now()
+        .checked_sub(t0.elapsed())
+        .and_then(|t| k8s_openapi::jiff::Timestamp::try_from(t).ok())
+        .map(|t| t.to_string())
+        .unwrap_or_default();
+    eprintln!(
+        "--- trace {} {} (trigger at {wall})",
+        case.title(),
+        stage.title()
+    );
     for (t, line) in lines {
         eprintln!("{t:>7} {line}");
     }
@@ -1171,6 +1263,11 @@ fn print_report(
         }
     }
     say!();
+    let control_lost: usize = results.values().flatten().map(|r| r.control_lost).sum();
+    let runs: usize = results.values().map(Vec::len).sum();
+    say!(
+        "The control Service (a pod nothing touches, probed beside every run): {control_lost} requests lost in {runs} runs."
+    );
     say!(
         "Targets (issues 27, 35): 0 requests lost in (c) and (d) by default and with the standby; in (a) and (b) never worse than no controller by default, a median window ≤ 150 ms with the standby."
     );
