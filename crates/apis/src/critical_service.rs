@@ -69,8 +69,8 @@ pub struct CriticalServiceSpec {
     /// the selector), and deletes it only once the EndpointSlices no longer list it as ready and
     /// this many seconds have passed, so that kube-proxy (which applies a change up to its
     /// `minSyncPeriod`, 1 s by default, later) has stopped sending it connections. If the Service
-    /// turns lame again meanwhile, the draining pod is selected again. Absent: the fallback is
-    /// deleted at once, as in the article.
+    /// turns lame again meanwhile, the draining pod is selected again. Absent: 2 s (one
+    /// `minSyncPeriod` and a margin). 0: the fallback is deleted at once, as in the article.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 300))]
     pub drain_seconds: Option<u32>,

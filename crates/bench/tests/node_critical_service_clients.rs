@@ -1,13 +1,15 @@
 //! CI stage 3 (the real node of `../shared/kube/node-up.sh`): CriticalService judged by its
 //! clients. Runs `vigil-bench critical-service-clients --verify --verify-lossless` once per case
-//! with Vigil (the article's CriticalService) and with Vigil keeping a warm standby and draining
-//! its fallbacks, and fails on outcomes, never on durations: the fallback answered the Service's
-//! traffic (the web image names the pod that answered; Vigil's pods carry the fallback prefix) —
-//! in (c) before the real pod came, with the standby in every case — every run settled (the real
-//! pod back, Vigil's fallbacks retired), and with the standby and draining no request was lost in
-//! (c) and (d). Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
+//! with no controller, the default (the article's CriticalService, no optional field) and Vigil
+//! keeping a warm standby and draining its fallbacks, each with Deployment-backed and bare pods,
+//! and fails on outcomes, never on durations: the fallback answered the Service's traffic (the
+//! web image names the pod that answered; Vigil's pods carry the fallback prefix) — in (c)
+//! before the real pod came, with bare pods, with the standby in every case — every run settled
+//! (the real pod back, Vigil's fallbacks retired), no request lost in (c) and (d) by default and
+//! with the standby, and by default in (a) and (b) no more failed requests than with no
+//! controller (within a small noise margin). Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
 //! the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds both) or at
-//! `$VIGIL_BIN`. Takes about 1.5 minutes: 8 runs of 5-12 s each, plus setup.
+//! `$VIGIL_BIN`. Takes about 5 minutes: 24 runs of 5-12 s each, plus setup.
 
 use std::process::Command;
 
@@ -21,7 +23,7 @@ fn the_fallback_answers_the_services_clients() {
         .args([
             "critical-service-clients",
             "--modes",
-            "vigil,standby",
+            "none,default,standby",
             "--runs",
             "1",
             "--verify",

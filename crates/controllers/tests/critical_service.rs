@@ -921,6 +921,8 @@ async fn the_fallback_stays_until_the_slice_lists_a_real_ready_endpoint() {
     };
     write_slice(vec![("web-0".into(), web0_ip.clone(), true)]).await;
     create_cr(&env, &cr, &[("critical", "true")], None).await;
+    // This test writes the slices itself: a drained fallback would stay listed for ever.
+    delete_at_once(&env, &cr).await;
     wait_healthy(&env, &cr, "web").await;
 
     env.make_pod_not_ready("web-0").await.expect("not ready");
@@ -1774,6 +1776,18 @@ fn standby_names(service: &str) -> [String; 2] {
 }
 
 /// Creates a CriticalService covering this test's namespace with a warm standby.
+/// Pins today's immediate delete of a retiring fallback (`drainSeconds: 0`; the default drains).
+async fn delete_at_once(env: &TestEnv, name: &str) {
+    crs(env)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"drainSeconds": 0}})),
+        )
+        .await
+        .expect("drainSeconds: 0");
+}
+
 async fn create_cr_with_standby(env: &TestEnv, name: &str, match_labels: &[(&str, &str)]) {
     let match_labels: Vec<_> = match_labels
         .iter()
@@ -1913,6 +1927,8 @@ async fn a_warm_standby_is_promoted_in_one_write_and_replaced() {
     create_service(&env, "web", &[("critical", "true")]).await;
     ready_pod(&env, "web-0", "web").await;
     create_cr_with_standby(&env, &cr, &[("critical", "true")]).await;
+    // One pod write in all: the promotion (a drain would add the retiring patch).
+    delete_at_once(&env, &cr).await;
     let standby = wait_standby_waiting(&env, &cr, "web", &first).await;
     assert!(pod_patches(&log).is_empty(), "{:?}", pod_patches(&log));
     let creations = Creations::start(&env).await;

@@ -62,6 +62,28 @@ impl Node {
         Ok(())
     }
 
+    /// Forgets the host's connection-tracking entries to `ip` (`conntrack -D -d IP`), so a run
+    /// starts as a fresh client would. The probe opens a hundred connections a second to one
+    /// ClusterIP, so the kernel hands it the same source ports again within minutes; a new SYN
+    /// whose tuple matches an entry left by an earlier run's failed attempt (SYN_SENT, kept 2
+    /// minutes) is taken for a retransmission of it and follows that entry's old translation,
+    /// to a pod long gone: lost, whatever the Service's endpoints are now.
+    pub(crate) async fn forget_connections(&self, ip: std::net::IpAddr) -> anyhow::Result<()> {
+        let out = tokio::process::Command::new("conntrack")
+            .args(["-D", "-d", &ip.to_string()])
+            .output()
+            .await
+            .context("running conntrack")?;
+        // 1 with "0 flow entries have been deleted": nothing to forget.
+        let nothing = String::from_utf8_lossy(&out.stderr).contains(" 0 flow entries");
+        anyhow::ensure!(
+            out.status.success() || nothing,
+            "conntrack -D -d {ip}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(())
+    }
+
     /// kube-proxy's sync and network-programming counters now.
     pub(crate) async fn proxy_counters(&self) -> ProxyCounters {
         let Ok((200, text)) = http_get(&self.proxy_metrics, "/metrics").await else {

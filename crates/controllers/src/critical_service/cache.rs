@@ -93,6 +93,34 @@ pub struct CachedPodStatus {
     pub conditions: Option<Vec<CachedCondition>>,
     #[serde(default, rename = "podIP")]
     pub pod_ip: Option<String>,
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Read only to tell a pod on its first start (see [`first_start`]), then dropped.
+    #[serde(default, rename = "containerStatuses")]
+    pub container_statuses: Option<Vec<CachedContainerStatus>>,
+}
+
+/// What says whether a container has ever run to an end or is stuck before starting.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedContainerStatus {
+    #[serde(default, rename = "restartCount")]
+    pub restart_count: i32,
+    #[serde(default)]
+    pub state: Option<CachedContainerState>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedContainerState {
+    #[serde(default)]
+    pub waiting: Option<CachedWaiting>,
+    #[serde(default)]
+    pub terminated: Option<serde_json::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedWaiting {
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// A condition's type and status (the pod's `Ready` one is all the decision reads).
@@ -278,6 +306,18 @@ pub fn slim_pod(pod: &mut CachedPod) {
     if pod.labels.get(CRITICAL_SERVICE_LABEL).is_none() {
         pod.spec = None;
     }
+    // The creation time is kept only while the pod is on its first start: it is all the
+    // decision needs to let a workload controller's replacement win the race (and most pods,
+    // running, keep nothing more).
+    let created = pod
+        .metadata
+        .creation_timestamp
+        .take()
+        .filter(|_| first_start(pod));
+    if let Some(status) = pod.status.as_mut() {
+        status.container_statuses = None;
+        status.phase = None;
+    }
     crate::slim::meta(
         &mut pod.metadata,
         &[
@@ -286,9 +326,44 @@ pub fn slim_pod(pod: &mut CachedPod) {
             RETIRING_SINCE_ANNOTATION,
         ],
     );
+    pod.metadata.creation_timestamp = created;
     if let Some(conditions) = pod.status.as_mut().and_then(|s| s.conditions.as_mut()) {
         conditions.retain(|c| c.type_ == "Ready");
     }
+}
+
+/// Container waiting reasons of a start in progress; any other (`ErrImagePull`,
+/// `CrashLoopBackOff`, `CreateContainerConfigError`...) means the pod is stuck and will not be
+/// Ready soon.
+const STARTING_REASONS: [&str; 2] = ["ContainerCreating", "PodInitializing"];
+
+/// Whether the pod is on its way to its first Ready: not one of Vigil's, not Ready, not being
+/// deleted, not finished, and no container that has restarted, ended or is stuck. A pod whose
+/// container crashed (restart count or a terminated state) is not: it was running and failed,
+/// and nothing says its next start will be quicker than a fallback.
+fn first_start(pod: &CachedPod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        // Not even scheduled yet: a fresh pod.
+        return pod.labels.get(CRITICAL_SERVICE_LABEL).is_none()
+            && pod.metadata.deletion_timestamp.is_none();
+    };
+    let ready =
+        (status.conditions.iter().flatten()).any(|c| c.type_ == "Ready" && c.status == "True");
+    let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+    let containers_fresh = status.container_statuses.iter().flatten().all(|c| {
+        let state = c.state.as_ref();
+        c.restart_count == 0
+            && state.is_none_or(|s| s.terminated.is_none())
+            && state
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref())
+                .is_none_or(|reason| STARTING_REASONS.contains(&reason))
+    });
+    pod.labels.get(CRITICAL_SERVICE_LABEL).is_none()
+        && pod.metadata.deletion_timestamp.is_none()
+        && !ready
+        && !finished
+        && containers_fresh
 }
 
 /// Strips a Service's bookkeeping.
@@ -345,6 +420,11 @@ pub struct PodEntry {
     pub ready: bool,
     pub terminating: bool,
     pub ip: Option<Box<str>>,
+    /// Creation time (seconds) of a pod on its first start (see [`first_start`]).
+    pub starting_since: Option<i64>,
+    /// When a pod with a controlling owner (a workload controller's) was deleted, in seconds:
+    /// its `deletionTimestamp` less its grace period.
+    pub deleted_under_controller: Option<i64>,
     /// Vigil's own pods only (one pointer for the others, which are most of a cluster).
     pub own: Option<Box<OwnPodMarks>>,
 }
@@ -390,6 +470,14 @@ pub fn pod_entry(pod: &CachedPod) -> PodEntry {
             .as_ref()
             .and_then(|s| s.pod_ip.as_deref())
             .map(Into::into),
+        starting_since: meta.creation_timestamp.as_ref().map(|t| t.0.as_second()),
+        deleted_under_controller: meta
+            .deletion_timestamp
+            .as_ref()
+            .filter(|_| {
+                (meta.owner_references.iter().flatten()).any(|o| o.controller == Some(true))
+            })
+            .map(|t| t.0.as_second() - meta.deletion_grace_period_seconds.unwrap_or(0)),
         own: pod.labels.get(CRITICAL_SERVICE_LABEL).map(|_| {
             Box::new(OwnPodMarks {
                 node_name: (pod.spec.as_ref())
@@ -414,6 +502,12 @@ pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
         ready: pod.ready,
         terminating: pod.terminating,
         ip: pod.ip.as_deref().map(str::to_owned),
+        starting_since: pod
+            .starting_since
+            .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()),
+        deleted_under_controller: pod
+            .deleted_under_controller
+            .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()),
         node_name: (pod.own.as_ref())
             .and_then(|o| o.node_name.as_deref())
             .map(str::to_owned),
@@ -607,5 +701,68 @@ mod tests {
         assert!(service.metadata.labels.is_none());
         assert_eq!(view.selector.get("app").map(String::as_str), Some("web"));
         assert_eq!(view.ports[0].protocol, "TCP");
+    }
+
+    #[test]
+    fn a_deleted_pod_under_a_controller_keeps_when_it_was_deleted() {
+        let pod = |owners: serde_json::Value| {
+            let mut pod: CachedPod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
+                    "ownerReferences": owners,
+                    "deletionTimestamp": "2026-01-01T00:00:30Z",
+                    "deletionGracePeriodSeconds": 30},
+            }))
+            .expect("a pod");
+            slim_pod(&mut pod);
+            pod_view("ns", "p", &pod_entry(&pod)).deleted_under_controller
+        };
+        let rs = |controller: bool| {
+            serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
+                "uid": "rs-uid", "controller": controller}])
+        };
+        assert_eq!(
+            pod(rs(true)),
+            Some("2026-01-01T00:00:00Z".parse().expect("a time"))
+        );
+        assert_eq!(pod(rs(false)), None, "an owner that is not its controller");
+        assert_eq!(pod(serde_json::json!([])), None, "a bare pod");
+    }
+
+    #[test]
+    fn only_a_pod_on_its_first_start_keeps_its_creation_time() {
+        let pod = |status: serde_json::Value| {
+            let mut pod: CachedPod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "p", "namespace": "ns", "labels": {"app": "web"},
+                    "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "status": status,
+            }))
+            .expect("a pod");
+            slim_pod(&mut pod);
+            pod_view("ns", "p", &pod_entry(&pod)).starting_since
+        };
+        let waiting = |reason: &str, restarts: i32| {
+            serde_json::json!({"phase": "Pending", "containerStatuses": [
+                {"restartCount": restarts, "state": {"waiting": {"reason": reason}}}]})
+        };
+        assert!(pod(serde_json::json!({"phase": "Pending"})).is_some());
+        assert!(pod(waiting("ContainerCreating", 0)).is_some());
+        assert!(pod(waiting("ImagePullBackOff", 0)).is_none(), "stuck");
+        assert!(pod(waiting("CrashLoopBackOff", 1)).is_none(), "crashed");
+        assert!(
+            pod(
+                serde_json::json!({"phase": "Running", "containerStatuses": [
+                {"restartCount": 0, "state": {"terminated": {"exitCode": 137}}}]})
+            )
+            .is_none(),
+            "its container died"
+        );
+        assert!(
+            pod(serde_json::json!({"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}]}))
+            .is_none(),
+            "ready"
+        );
     }
 }

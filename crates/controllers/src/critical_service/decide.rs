@@ -19,13 +19,13 @@ mod slices;
 mod status;
 
 use super::fallback::{
-    fallback_pod, fallback_pod_name, standby_pod, standby_pod_names, template_hash,
+    fallback_pod_name, standby_pod, standby_pod_names, starting_fallback_pod, template_hash,
 };
 use super::model::{
     CRITICAL_SERVICE_LABEL, EventNote, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL,
     MANAGED_BY_VALUE, OWNED_VALUE, Plan, PodRef, PodView, ROLE_ACTIVE, ROLE_RETIRING, ROLE_STANDBY,
-    Relabel, SERVICE_LABEL, ServiceView, Settings, SliceWrite, TemplateKey, TemplateLookup,
-    about_pod,
+    ROLE_STARTING, Relabel, SERVICE_LABEL, ServiceView, Settings, SliceWrite, TemplateKey,
+    TemplateLookup, about_pod,
 };
 use status::{build_status, degraded_changed};
 
@@ -46,6 +46,7 @@ pub const REASON_STANDBY_CREATED: &str = "StandbyCreated";
 pub const REASON_STANDBY_PROMOTED: &str = "StandbyPromoted";
 pub const REASON_FALLBACK_DRAINING: &str = "FallbackDraining";
 pub const REASON_FALLBACK_RESELECTED: &str = "FallbackReselected";
+pub const REASON_FALLBACK_SELECTED: &str = "FallbackSelected";
 
 /// How many items a condition message lists before summarising the rest, so a CriticalService
 /// covering thousands of Services still has a readable (and API-valid) message.
@@ -402,14 +403,17 @@ fn answering(observed: &Observed<'_>) -> Option<String> {
 }
 
 /// Healthy: a real endpoint answers, so Vigil's fallback (or promoted standby) goes: drained
-/// first with `spec.drainSeconds`, else deleted at once.
+/// first (by default; see [`drain::configured`]), deleted at once with `drainSeconds: 0`.
 fn retire(inputs: &Inputs<'_>, observed: &Observed<'_>, actions: &mut Actions) -> Verdict {
     let why = format!(
         "Service {}/{} has a ready endpoint of its own",
         observed.service.namespace, observed.service.name
     );
     for pod in observed.ours.iter().chain(observed.active.iter()) {
-        if drain::configured(inputs).is_some() && !pod.terminating {
+        if role(pod) == Some(ROLE_STARTING) {
+            // Never selected, so never an endpoint: nothing to drain.
+            actions.delete_pod(pod, &why);
+        } else if drain::configured(inputs).is_some() && !pod.terminating {
             drain::start(inputs, observed, pod, &why, actions);
         } else {
             actions.delete_pod(pod, &why);
@@ -447,6 +451,7 @@ fn answer(
         // The pod answers until it is gone (even while terminating): reporting it keeps the state
         // FallbackActive, so its replacement is not held back by the activation delay again.
         rebuild_if_stale(inputs, observed, pod, actions);
+        select_once_ready(observed, pod, actions);
         return (
             ServiceState::FallbackActive,
             Some(observed.fallback_name.clone()),
@@ -471,6 +476,19 @@ fn answer(
         promote(observed, standby, actions);
         return (ServiceState::FallbackActive, Some(standby.name.clone()));
     }
+    if let Some(left) = replacement_expected(inputs, observed.service) {
+        // The last pod was deleted under a workload controller, which creates its replacement
+        // within a moment: a fallback created before Vigil sees it would race it (and lose).
+        actions.requeue(left);
+        return (ServiceState::Lame, None);
+    }
+    if let Some(left) = replacement_head_start(inputs, observed.service) {
+        // A workload controller's replacement started first: a fallback created now would not
+        // answer sooner, and its endpoint changes would use up kube-proxy's sync burst and
+        // delay the replacement's programming. Wait for it a bounded time, then act.
+        actions.requeue(left);
+        return (ServiceState::Lame, None);
+    }
     if let Some(foreign) = observed.foreign {
         actions.problem(foreign_pod_problem(observed.service, foreign));
         return (ServiceState::Lame, None);
@@ -488,6 +506,81 @@ fn answer(
             (ServiceState::Lame, None)
         }
     }
+}
+
+/// How long a replacement on its first start is given before a fallback is created: a
+/// fallback needs as long as it to be Ready (schedule, start the container, pass the
+/// readiness probe: about 1 s on the node here), so one that started earlier wins unless it is
+/// slow. Creation times are kept to the second (rounded down), so the replacement is waited for
+/// 2 to 3 s after it was created; one that is not Ready by then is slower than a fallback.
+pub const REPLACEMENT_HEAD_START: Duration = Duration::from_secs(3);
+
+/// The time left before a fallback is created when a real pod the Service selects is on its
+/// first start (a workload controller's replacement) and younger than
+/// [`REPLACEMENT_HEAD_START`].
+fn replacement_head_start(inputs: &Inputs<'_>, service: &ServiceView) -> Option<Duration> {
+    let head_start_ms = i64::try_from(REPLACEMENT_HEAD_START.as_millis()).unwrap_or(i64::MAX);
+    inputs
+        .pods
+        .iter()
+        .filter(|p| {
+            p.namespace == service.namespace
+                && !is_vigils(p)
+                && !p.terminating
+                && selects(&service.selector, &p.labels)
+        })
+        .filter_map(|p| p.starting_since)
+        .filter_map(|created| {
+            let age_ms = inputs
+                .now
+                .as_millisecond()
+                .saturating_sub(created.as_millisecond());
+            u64::try_from(head_start_ms.saturating_sub(age_ms))
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis)
+        })
+        .max()
+}
+
+/// How long after a pod under a workload controller is deleted its replacement is waited for
+/// before a fallback is created. A ReplicaSet creates it within ~100 ms of the deletion; Vigil
+/// may see the Service lame before it sees the replacement (on the node here the fallback was
+/// created 15 ms after the replacement, whose head start it then missed: 268 failed requests
+/// instead of 192 with no controller). Deletion times are whole seconds (the
+/// `deletionTimestamp` less the grace period, rounded down), so the wait is 1 to 2 s after the
+/// deletion; once the replacement is seen, [`REPLACEMENT_HEAD_START`] takes over.
+pub const REPLACEMENT_APPEARS: Duration = Duration::from_secs(2);
+
+/// The time left to wait for a replacement that is not seen yet: the Service selects no pod
+/// that is not being deleted (a pod that is, a replacement or a broken one, is judged by
+/// [`replacement_head_start`]), and one it selects was deleted under a workload controller less
+/// than [`REPLACEMENT_APPEARS`] ago. Bare pods (no controller) are never waited for.
+fn replacement_expected(inputs: &Inputs<'_>, service: &ServiceView) -> Option<Duration> {
+    let selected = || {
+        inputs.pods.iter().filter(|p| {
+            p.namespace == service.namespace
+                && !is_vigils(p)
+                && selects(&service.selector, &p.labels)
+        })
+    };
+    if selected().any(|p| !p.terminating) {
+        return None;
+    }
+    let wait_ms = i64::try_from(REPLACEMENT_APPEARS.as_millis()).unwrap_or(i64::MAX);
+    selected()
+        .filter_map(|p| p.deleted_under_controller)
+        .filter_map(|deleted| {
+            let since_ms = inputs
+                .now
+                .as_millisecond()
+                .saturating_sub(deleted.as_millisecond());
+            u64::try_from(wait_ms.saturating_sub(since_ms))
+                .ok()
+                .filter(|ms| *ms > 0)
+                .map(Duration::from_millis)
+        })
+        .max()
 }
 
 /// The labels a merge patch sets so that `service` selects the pod: its selector's.
@@ -633,7 +726,35 @@ fn rebuild_if_stale(
     }
 }
 
-/// Builds and records the fallback for a lame Service.
+/// Makes a fallback created outside the selector (role `starting`) an endpoint of its Service
+/// once it is Ready: one label patch adds the selector's labels and drops the role. Not a pod
+/// being deleted (out of date, or by someone else).
+fn select_once_ready(observed: &Observed<'_>, pod: &PodView, actions: &mut Actions) {
+    let deleting = pod.terminating || actions.delete.iter().any(|d| d.uid == pod.uid);
+    if role(pod) != Some(ROLE_STARTING) || !pod.ready || deleting {
+        return;
+    }
+    let service = observed.service;
+    let mut labels = selected_by(service);
+    labels.insert(FALLBACK_ROLE_LABEL.into(), None);
+    actions.relabel.push(Relabel {
+        pod: pod_ref(pod),
+        labels,
+        annotations: BTreeMap::new(),
+    });
+    actions.events.push(about_pod(
+        REASON_FALLBACK_SELECTED,
+        &pod.namespace,
+        &pod.name,
+        format!(
+            "Fallback pod {}/{} is Ready: Service {}/{} selects it",
+            pod.namespace, pod.name, service.namespace, service.name
+        ),
+    ));
+}
+
+/// Builds and records the fallback for a lame Service, outside the Service's selector until it
+/// is Ready (see [`ROLE_STARTING`]).
 fn create(
     inputs: &Inputs<'_>,
     observed: &Observed<'_>,
@@ -642,7 +763,7 @@ fn create(
     actions: &mut Actions,
 ) {
     let service = observed.service;
-    actions.create.push(fallback_pod(
+    actions.create.push(starting_fallback_pod(
         inputs.cr,
         service,
         template,
@@ -654,7 +775,7 @@ fn create(
         &service.namespace,
         &observed.fallback_name,
         format!(
-            "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own",
+            "Created fallback pod {}/{} for Service {}/{}, which has no ready endpoint of its own; the Service selects it once it is Ready",
             service.namespace, observed.fallback_name, service.namespace, service.name
         ),
     ));

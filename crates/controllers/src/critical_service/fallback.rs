@@ -13,8 +13,8 @@ use vigil_apis::critical_service::CriticalService;
 
 use super::model::{
     CRITICAL_SERVICE_LABEL, CriticalServiceView, FALLBACK_ROLE_LABEL, MANAGED_BY_LABEL,
-    MANAGED_BY_VALUE, OWNED_ANNOTATION, OWNED_VALUE, ROLE_STANDBY, SERVICE_LABEL, ServicePortView,
-    ServiceView, Settings, TEMPLATE_HASH_ANNOTATION, TemplateKey,
+    MANAGED_BY_VALUE, OWNED_ANNOTATION, OWNED_VALUE, ROLE_STANDBY, ROLE_STARTING, SERVICE_LABEL,
+    ServicePortView, ServiceView, Settings, TEMPLATE_HASH_ANNOTATION, TemplateKey,
 };
 
 /// Annotation naming the PodTemplate (`namespace/name`) a fallback pod was built from, so an
@@ -60,9 +60,8 @@ pub fn standby_pod_names(prefix: &str, service: &str) -> [String; 2] {
     ["a", "b"].map(|slot| fallback_pod_name(prefix, &format!("{service}-standby-{slot}")))
 }
 
-/// A warm standby for `service` under `name`: the fallback pod, minus every label of the
-/// Service's selector (so the Service does not select it until it is promoted), plus the
-/// standby role.
+/// A warm standby for `service` under `name`: the fallback pod, out of the Service's selector
+/// (see [`unselected`]) with the standby role.
 pub fn standby_pod(
     cr: &CriticalServiceView,
     service: &ServiceView,
@@ -73,8 +72,27 @@ pub fn standby_pod(
 ) -> Pod {
     let mut pod = fallback_pod(cr, service, template, template_key, settings);
     pod.metadata.name = Some(name.to_owned());
+    unselected(pod, service, ROLE_STANDBY)
+}
+
+/// A fallback as it is created: out of the Service's selector with the role `starting`, so that
+/// the Service lists it only once it is Ready (one endpoint change instead of two; see
+/// [`ROLE_STARTING`]).
+pub fn starting_fallback_pod(
+    cr: &CriticalServiceView,
+    service: &ServiceView,
+    template: &PodTemplateSpec,
+    template_key: &TemplateKey,
+    settings: &Settings,
+) -> Pod {
+    let pod = fallback_pod(cr, service, template, template_key, settings);
+    unselected(pod, service, ROLE_STARTING)
+}
+
+/// `pod` minus every label of the Service's selector (so the Service does not select it), plus
+/// `role`. Vigil's own marks stay whatever the selector says: without them the pod is not Vigil's.
+fn unselected(mut pod: Pod, service: &ServiceView, role: &str) -> Pod {
     let labels = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
-    // Vigil's own marks stay whatever the selector says: without them the pod is not Vigil's.
     let marks = [MANAGED_BY_LABEL, CRITICAL_SERVICE_LABEL, SERVICE_LABEL];
     for key in service
         .selector
@@ -83,7 +101,7 @@ pub fn standby_pod(
     {
         labels.remove(key);
     }
-    labels.insert(FALLBACK_ROLE_LABEL.into(), ROLE_STANDBY.into());
+    labels.insert(FALLBACK_ROLE_LABEL.into(), role.into());
     pod
 }
 

@@ -26,6 +26,12 @@ pub const TEMPLATE_HASH_ANNOTATION: &str = "vigil.dev/template-hash";
 pub const FALLBACK_ROLE_LABEL: &str = "vigil.dev/fallback-role";
 pub const ROLE_STANDBY: &str = "standby";
 pub const ROLE_ACTIVE: &str = "active";
+/// Role of a fallback just created: outside its Service's selector until it is Ready, then
+/// selected (the role removed). Each change of a Service's endpoints costs a kube-proxy sync,
+/// which its rate limiter spaces by `minSyncPeriod` (1 s) after a burst of 2; a fallback selected
+/// at creation is listed twice (not ready, then ready) and pushes its own ready endpoint, or a
+/// returning real pod's, a second later. Selected once Ready, it is one change.
+pub const ROLE_STARTING: &str = "starting";
 /// Role of a fallback or promoted standby being drained (`spec.drainSeconds`): out of its
 /// Service's selector, deleted once kube-proxy has stopped sending it connections.
 pub const ROLE_RETIRING: &str = "retiring";
@@ -108,6 +114,12 @@ pub struct PodView {
     /// `deletionTimestamp` is set.
     pub terminating: bool,
     pub ip: Option<String>,
+    /// When a pod on its first start was created (not Ready yet, never restarted, not stuck
+    /// pulling its image or in a crash loop): a replacement a workload controller has started.
+    pub starting_since: Option<Timestamp>,
+    /// When a pod with a controlling owner (a workload controller: its replacement is on the
+    /// way) was deleted, to the second: `deletionTimestamp` less the grace period.
+    pub deleted_under_controller: Option<Timestamp>,
     /// `spec.nodeName` (kept for Vigil's own pods only, which its EndpointSlices list).
     pub node_name: Option<String>,
     /// When a draining pod of Vigil's left its Service's endpoints.

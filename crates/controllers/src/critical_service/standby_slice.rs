@@ -189,6 +189,8 @@ mod tests {
             ip: ip.map(str::to_owned),
             node_name: Some("node-1".into()),
             retiring_since: None,
+            starting_since: None,
+            deleted_under_controller: None,
         }
     }
 

@@ -14,13 +14,23 @@ use crate::critical_service::model::{
     RETIRING_SINCE_ANNOTATION, ROLE_ACTIVE, ROLE_RETIRING, Relabel, SERVICE_LABEL, about_pod,
 };
 
-/// The drain time, when the CriticalService asks for draining.
+/// The drain time when `drainSeconds` is absent. A fallback leaves the selector; the
+/// EndpointSlice controller drops it within milliseconds; kube-proxy applies that at its next
+/// sync, which its rate limiter holds back to at most `minSyncPeriod` (1 s by default, burst 2)
+/// after the previous ones, and an iptables sync itself takes tens of milliseconds (35-40 ms on
+/// the node here). 2 s covers a full `minSyncPeriod` after the slice change, with margin for the
+/// sync and a slow API, and keeps the pod only that long.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(2);
+
+/// The drain time: `drainSeconds`, [`DEFAULT_DRAIN`] when absent (a fallback deleted at once
+/// loses the connections kube-proxy still sends it, which no controller at all would not cause),
+/// and none with an explicit 0 (the article's immediate delete).
 pub(super) fn configured(inputs: &Inputs<'_>) -> Option<Duration> {
-    inputs
-        .cr
-        .spec
-        .drain_seconds
-        .map(|s| Duration::from_secs(u64::from(s)))
+    match inputs.cr.spec.drain_seconds {
+        None => Some(DEFAULT_DRAIN),
+        Some(0) => None,
+        Some(seconds) => Some(Duration::from_secs(u64::from(seconds))),
+    }
 }
 
 /// Vigil's own labels, which a selector may name but which the pod needs to stay Vigil's.

@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vigil_apis::critical_service::LabelMatch;
 use vigil_runtime::conditions;
 
+use crate::critical_service::fallback::fallback_pod;
 use crate::critical_service::model::{
     CriticalServiceView, OWNED_ANNOTATION, RETIRING_SINCE_ANNOTATION, SLICE_HASH_ANNOTATION,
     ServicePortView, SliceView, StandbySliceView, TEMPLATE_HASH_ANNOTATION,
@@ -50,7 +51,8 @@ fn spec(pairs: &[(&str, &str)]) -> CriticalServiceSpec {
         activation_delay_seconds: None,
         maintenance_message: None,
         warm_standby: None,
-        drain_seconds: None,
+        // Today's immediate delete, which most tests pin; the default drain has its own tests.
+        drain_seconds: Some(0),
     }
 }
 
@@ -132,6 +134,8 @@ fn real_pod(name: &str, app: &str, ready: bool) -> PodView {
         ip: Some("10.0.0.1".into()),
         node_name: None,
         retiring_since: None,
+        starting_since: None,
+        deleted_under_controller: None,
     }
 }
 
@@ -157,6 +161,8 @@ fn view_of(pod: &Pod, ready: bool) -> PodView {
         ip: None,
         node_name: None,
         retiring_since: None,
+        starting_since: None,
+        deleted_under_controller: None,
     }
 }
 
@@ -272,7 +278,7 @@ impl World {
             .insert(pod.into());
     }
 
-    /// Vigil's up-to-date fallback for `web`, as if created earlier.
+    /// Vigil's up-to-date fallback for `web`, as if created earlier: Ready and selected.
     fn with_fallback(&mut self) {
         let plan = World {
             pods: vec![],
@@ -280,8 +286,13 @@ impl World {
             ..self.clone_inputs()
         }
         .decide();
-        self.pods
-            .extend(plan.create.iter().map(|p| view_of(p, true)));
+        let service = self.services[0].clone();
+        self.pods.extend(plan.create.iter().map(|p| {
+            let mut view = view_of(p, true);
+            view.labels.remove(FALLBACK_ROLE_LABEL);
+            view.labels.extend(service.selector.clone());
+            view
+        }));
     }
 
     fn clone_inputs(&self) -> World {
@@ -407,7 +418,15 @@ fn a_lame_service_gets_its_fallback() {
     assert_eq!(pod.metadata.name.as_deref(), Some(FALLBACK));
     assert_eq!(pod.metadata.namespace.as_deref(), Some(NS));
     let pod_labels = pod.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(pod_labels.get("app").map(String::as_str), Some("web"));
+    assert_eq!(
+        pod_labels.get("app"),
+        None,
+        "not selected before it is Ready"
+    );
+    assert_eq!(
+        pod_labels.get(FALLBACK_ROLE_LABEL).map(String::as_str),
+        Some(ROLE_STARTING)
+    );
     assert_eq!(
         pod_labels.get(CRITICAL_SERVICE_LABEL).map(String::as_str),
         Some("frontend")
@@ -507,6 +526,65 @@ fn a_pod_losing_readiness_makes_the_service_lame_at_once() {
 }
 
 #[test]
+fn a_fallback_is_selected_once_ready_in_one_patch() {
+    let mut world = World::new();
+    world.pass();
+    let starting = world.pass();
+    assert_no_writes(&starting);
+    assert_eq!(entry(&starting, "web").state, ServiceState::FallbackActive);
+
+    world.pods[0].ready = true;
+    let ready = world.pass();
+    assert_eq!(
+        ready.relabel,
+        vec![Relabel {
+            pod: PodRef {
+                namespace: NS.into(),
+                name: FALLBACK.into(),
+                uid: world.fallback_uid(),
+            },
+            labels: BTreeMap::from([
+                ("app".to_owned(), Some("web".to_owned())),
+                (FALLBACK_ROLE_LABEL.to_owned(), None),
+            ]),
+            annotations: BTreeMap::new(),
+        }]
+    );
+    assert_eq!(reasons(&ready), vec![(false, REASON_FALLBACK_SELECTED)]);
+    assert!(ready.create.is_empty() && ready.delete.is_empty());
+    assert_eq!(
+        ready.status, starting.status,
+        "still FallbackActive, same since"
+    );
+
+    world.slice_lists(FALLBACK);
+    assert_no_writes(&world.decide());
+}
+
+#[test]
+fn a_starting_fallback_is_deleted_at_once_when_the_service_recovers() {
+    let mut world = World::new();
+    world.pass();
+    world.healthy();
+    let plan = world.decide();
+    assert!(plan.relabel.is_empty(), "never selected: nothing to drain");
+    assert_eq!(plan.delete.len(), 1);
+    assert_eq!(plan.delete[0].uid, world.fallback_uid());
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_DELETED)]);
+}
+
+#[test]
+fn an_out_of_date_starting_fallback_is_rebuilt_not_selected() {
+    let mut world = World::new();
+    world.pass();
+    world.pods[0].ready = true;
+    world.pods[0].template_hash = Some("old".into());
+    let plan = world.decide();
+    assert!(plan.relabel.is_empty(), "{:?}", plan.relabel);
+    assert_eq!(plan.delete.len(), 1);
+}
+
+#[test]
 fn other_services_fallbacks_are_not_real_endpoints() {
     let mut world = World::new();
     // `web-admin` selects app=web too; its fallback carries app=web.
@@ -518,6 +596,7 @@ fn other_services_fallbacks_are_not_real_endpoints() {
     for pod in &mut world.pods {
         pod.ready = true;
     }
+    assert_eq!(world.pass().relabel.len(), 2, "both selected once Ready");
     world.slice_lists("service-watcher-web-admin");
     let plan = world.decide();
     assert_no_writes(&plan);
@@ -1468,4 +1547,158 @@ fn a_promoted_standby_drains_and_leaves_vigils_slice_at_once() {
             .collect::<Vec<_>>(),
         vec![STANDBY_A]
     );
+}
+
+// ---- the defaults: the article's manifest, no optional field ----
+
+#[test]
+fn without_drain_seconds_a_retiring_fallback_is_drained_for_the_default_time() {
+    let mut world = World::new();
+    world.cr.spec.drain_seconds = None;
+    world.with_fallback();
+    world.healthy();
+    let plan = world.pass();
+    assert!(
+        plan.delete.is_empty(),
+        "not deleted at once: {:?}",
+        plan.delete
+    );
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_DRAINING)]);
+    assert_eq!(plan.requeue_after, Some(drain::DEFAULT_DRAIN));
+    // Out of the slices but within the default drain: kept.
+    world.now = at(1_001);
+    assert_no_writes(&world.pass());
+    world.now = at(1_002);
+    let plan = world.pass();
+    assert_eq!(
+        plan.delete
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        vec![FALLBACK]
+    );
+}
+
+#[test]
+fn drain_seconds_zero_deletes_at_once() {
+    let mut world = World::new();
+    world.cr.spec.drain_seconds = Some(0);
+    world.with_fallback();
+    world.healthy();
+    let plan = world.pass();
+    assert_eq!(plan.delete.len(), 1);
+    assert!(plan.relabel.is_empty());
+}
+
+/// A real pod of `web` on its first start, created at `created`.
+fn replacement(created: i64) -> PodView {
+    PodView {
+        starting_since: Some(at(created)),
+        ..real_pod("web-2", "web", false)
+    }
+}
+
+#[test]
+fn a_replacement_already_starting_is_given_its_head_start_then_a_fallback_comes() {
+    let mut world = World::new();
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert!(plan.create.is_empty(), "no race with the replacement");
+    assert_eq!(entry(&plan, "web").state, ServiceState::Lame);
+    assert_eq!(plan.requeue_after, Some(REPLACEMENT_HEAD_START));
+    // Half-way: still waiting, woken up when the head start runs out.
+    world.now = Timestamp::from_millisecond(1_001_500).expect("time");
+    let plan = world.pass();
+    assert!(plan.create.is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_millis(1_500)));
+    // Not Ready after its head start: slower than a fallback, which is created.
+    world.now = at(1_003);
+    let plan = world.pass();
+    assert_eq!(plan.create.len(), 1);
+}
+
+/// `web-1`, deleted at `deleted` under a workload controller (a ReplicaSet's pod).
+fn deleted_under_controller(deleted: i64) -> PodView {
+    PodView {
+        terminating: true,
+        deleted_under_controller: Some(at(deleted)),
+        ..real_pod("web-1", "web", true)
+    }
+}
+
+#[test]
+fn a_replacement_not_seen_yet_is_waited_for_after_a_controlled_pod_is_deleted() {
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    let plan = world.pass();
+    assert!(
+        plan.create.is_empty(),
+        "the ReplicaSet's replacement is coming"
+    );
+    assert_eq!(entry(&plan, "web").state, ServiceState::Lame);
+    assert_eq!(plan.requeue_after, Some(REPLACEMENT_APPEARS));
+    // The replacement appears: its own head start applies from its creation.
+    world.now = Timestamp::from_millisecond(1_000_300).expect("time");
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert!(plan.create.is_empty());
+    assert_eq!(plan.requeue_after, Some(Duration::from_millis(2_700)));
+}
+
+#[test]
+fn no_replacement_within_its_wait_brings_the_fallback() {
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    world.now = at(1_002);
+    assert_eq!(world.pass().create.len(), 1, "no replacement came");
+}
+
+#[test]
+fn a_deleted_bare_pod_or_a_broken_pod_left_is_not_waited_for() {
+    // A bare pod: nothing replaces it.
+    let mut world = World::new();
+    world.pods.push(PodView {
+        terminating: true,
+        ..real_pod("web-1", "web", true)
+    });
+    assert_eq!(world.pass().create.len(), 1);
+    // Another selected pod, not being deleted, neither ready nor starting: no replacement to
+    // wait for.
+    let mut world = World::new();
+    world.pods.push(deleted_under_controller(1_000));
+    world.pods.push(real_pod("web-3", "web", false));
+    assert_eq!(world.pass().create.len(), 1);
+}
+
+#[test]
+fn a_crashed_or_old_pod_is_no_replacement_to_wait_for() {
+    // A pod not on its first start (crashed container, stuck image): no head start.
+    let mut world = World::new();
+    world.pods.push(real_pod("web-1", "web", false));
+    assert_eq!(world.pass().create.len(), 1);
+    // A replacement created long ago and still not Ready.
+    let mut world = World::new();
+    world.pods.push(replacement(900));
+    assert_eq!(world.pass().create.len(), 1);
+    // A replacement of another Service's.
+    let mut world = World::new();
+    world.pods.push(PodView {
+        starting_since: Some(at(1_000)),
+        ..real_pod("api-1", "api", false)
+    });
+    assert_eq!(world.pass().create.len(), 1);
+}
+
+#[test]
+fn a_draining_fallback_is_selected_again_even_while_a_replacement_starts() {
+    // It is already running: nothing can answer sooner.
+    let mut world = World::new();
+    draining(&mut world);
+    world.with_fallback();
+    world.healthy();
+    world.pass();
+    set_ready(&mut world, "web-1", false);
+    world.pods.push(replacement(1_000));
+    let plan = world.pass();
+    assert_eq!(reasons(&plan), vec![(false, REASON_FALLBACK_RESELECTED)]);
 }
