@@ -331,8 +331,10 @@ async fn wait_fallback_answers(env: &TestEnv, service: &str, timeout: Duration) 
     let name = fallback_name(service);
     let what = format!("fallback {name} to answer for Service {service}");
     wait_for(&what, timeout, || async {
-        let pod = get_pod(env, &name).await?;
+        // The slices first: a pod read after them is at least as new, so it carries the labels
+        // that made the Service select it (a fallback joins the selector once Ready).
         let endpoints = slice_ready_pods(env, service).await?;
+        let pod = get_pod(env, &name).await?;
         match pod {
             Some(p)
                 if p.metadata.deletion_timestamp.is_none()
@@ -1337,8 +1339,8 @@ async fn a_changed_service_selector_rebuilds_the_fallback() {
         "the fallback to be rebuilt with app=web-v2 and answer",
         SETTLE_TIMEOUT,
         || async {
-            let pod = get_pod(&env, &name).await?;
             let endpoints = slice_ready_pods(&env, "web").await?;
+            let pod = get_pod(&env, &name).await?;
             match pod {
                 Some(p)
                     if p.metadata.uid != old.metadata.uid
