@@ -121,8 +121,14 @@ fn vaults() -> [(&'static str, VaultOptions); 2] {
 /// A copy of a fixture vault in a fresh temporary directory: reading must not be able to change
 /// the committed files.
 fn copy(name: &str) -> PathBuf {
-    let to =
-        std::env::temp_dir().join(format!("vigil-vault-fixture-{name}-{}", std::process::id()));
+    // One directory per call: the tests of this file run in parallel threads of one process, and
+    // two of them copy the same fixture (a shared directory was removed under the other's feet).
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let to = std::env::temp_dir().join(format!(
+        "vigil-vault-fixture-{name}-{}-{call}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&to);
     copy_dir(&fixtures().join(name), &to);
     to
