@@ -417,15 +417,7 @@ impl Control {
     /// Its namespace, one pod of the web image and its Service, answering.
     async fn create(client: &Client, node: &Node, tag: u32) -> anyhow::Result<Self> {
         let namespace = format!("clients-control-{tag}");
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        ok_if_exists(
-            namespaces
-                .create(
-                    &PostParams::default(),
-                    &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
-                )
-                .await,
-        )?;
+        create_namespace(client, &namespace).await?;
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "control", "labels": {"app": "control"}},
             "spec": pod_spec(node, false, 1),
@@ -435,19 +427,7 @@ impl Control {
                 .create(&PostParams::default(), &pod)
                 .await,
         )?;
-        let service: Service = serde_json::from_value(json!({
-            "metadata": {"name": "control"},
-            "spec": {"selector": {"app": "control"}, "ports": [{"port": 80, "targetPort": PORT}]}
-        }))?;
-        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-        ok_if_exists(services.create(&PostParams::default(), &service).await)?;
-        let ip = services
-            .get("control")
-            .await?
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .context("the control Service has no ClusterIP")?;
-        let cluster_ip: SocketAddr = format!("{ip}:80").parse().context("ClusterIP")?;
+        let cluster_ip = create_service(client, &namespace, "control", json!({})).await?;
         wait_until("the control Service to answer", || async {
             let answer = probe_once(cluster_ip, PATIENCE, PATIENCE).await;
             Ok(answer.pod().is_some_and(|p| p == "control").then_some(()))
@@ -460,10 +440,49 @@ impl Control {
     }
 
     async fn delete(&self, client: &Client) {
-        let _ = Api::<Namespace>::all(client.clone())
-            .delete(&self.namespace, &DeleteParams::background())
-            .await;
+        delete_namespace(client, &self.namespace).await;
     }
+}
+
+/// Creates the namespace (or keeps it, if it exists).
+async fn create_namespace(client: &Client, name: &str) -> anyhow::Result<()> {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}}))?;
+    ok_if_exists(
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await,
+    )?;
+    Ok(())
+}
+
+/// Deletes the namespace and everything in it, in the background.
+async fn delete_namespace(client: &Client, name: &str) {
+    let _ = Api::<Namespace>::all(client.clone())
+        .delete(name, &DeleteParams::background())
+        .await;
+}
+
+/// Creates Service `name` in `namespace`, with `labels`, selecting `app: name` on port 80
+/// (to the web image's port), and returns its ClusterIP and port.
+async fn create_service(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    labels: serde_json::Value,
+) -> anyhow::Result<SocketAddr> {
+    let service: Service = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"selector": {"app": name}, "ports": [{"port": 80, "targetPort": PORT}]}
+    }))?;
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    ok_if_exists(services.create(&PostParams::default(), &service).await)?;
+    let ip = services
+        .get(name)
+        .await?
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .with_context(|| format!("Service {namespace}/{name} has no ClusterIP"))?;
+    format!("{ip}:80").parse().context("ClusterIP")
 }
 
 impl Stage {
@@ -477,15 +496,7 @@ impl Stage {
         tag: u32,
     ) -> anyhow::Result<Self> {
         let namespace = format!("clients-{}-{}-{tag}", mode.key(), backing.key());
-        let namespaces: Api<Namespace> = Api::all(client.clone());
-        ok_if_exists(
-            namespaces
-                .create(
-                    &PostParams::default(),
-                    &serde_json::from_value(json!({"metadata": {"name": namespace}}))?,
-                )
-                .await,
-        )?;
+        create_namespace(client, &namespace).await?;
         let template: PodTemplate = serde_json::from_value(json!({
             "metadata": {"name": TEMPLATE},
             "template": {
@@ -498,19 +509,8 @@ impl Stage {
                 .create(&PostParams::default(), &template)
                 .await,
         )?;
-        let service: Service = serde_json::from_value(json!({
-            "metadata": {"name": SERVICE, "labels": {"critical": "true"}},
-            "spec": {"selector": {"app": SERVICE}, "ports": [{"port": 80, "targetPort": PORT}]}
-        }))?;
-        let services: Api<Service> = Api::namespaced(client.clone(), &namespace);
-        ok_if_exists(services.create(&PostParams::default(), &service).await)?;
-        let ip = services
-            .get(SERVICE)
-            .await?
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .context("the Service has no ClusterIP")?;
-        let cluster_ip: SocketAddr = format!("{ip}:80").parse().context("ClusterIP")?;
+        let cluster_ip =
+            create_service(client, &namespace, SERVICE, json!({"critical": "true"})).await?;
         let critical_service = if mode == Mode::None {
             None
         } else {
@@ -549,9 +549,7 @@ impl Stage {
                 .delete(name, &DeleteParams::background())
                 .await;
         }
-        let _ = Api::<Namespace>::all(client.clone())
-            .delete(&self.namespace, &DeleteParams::background())
-            .await;
+        delete_namespace(client, &self.namespace).await;
     }
 
     fn pods(&self, client: &Client) -> Api<Pod> {
