@@ -6,8 +6,11 @@
 //! web image names the pod that answered; Vigil's pods carry the fallback prefix) — in (c)
 //! before the real pod came, with bare pods, with the standby in every case — every run settled
 //! (the real pod back, Vigil's fallbacks retired), no request lost in (c) and (d) by default and
-//! with the standby, and by default in (a) and (b) no more failed requests than with no
-//! controller (within a small noise margin). Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
+//! with the standby, and in (a) and (b) no run with Vigil worse than no controller: no request
+//! failing later than kube-proxy's next sync after a real pod was back as a ready endpoint, when
+//! no controller's outage ends (judged inside each run, which carries its own control; two
+//! single runs differ by more than a second with no controller at all). Skips with a note
+//! unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
 //! the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds both) or at
 //! `$VIGIL_BIN`. Takes about 5 minutes: 24 runs of 5-12 s each, plus setup.
 

@@ -9,6 +9,7 @@ pub mod http;
 pub mod kinds;
 pub mod metrics;
 pub mod node;
+pub mod paired;
 pub mod probe;
 pub mod real_plane;
 pub mod record;

@@ -1,0 +1,110 @@
+//! "Never worse than no controller", judged inside one run. A run with Vigil carries its own
+//! control: the real pod (the Deployment's replacement, the restarted container, the re-created
+//! bare pod) comes back as it would with no controller, and from the moment the EndpointSlice
+//! lists it as ready again, kube-proxy's next sync ends the outage whoever else is there. So a
+//! controller that helps ends the failures before that moment (its own pod answered first) and
+//! one that stays out of the way ends them with it; failures that go on well past it are the
+//! controller's doing (an endpoint of its own that does not answer, a retiring pod still sent
+//! connections).
+//!
+//! Two independent runs cannot tell this apart at one run each: the kubelet's relist phase and
+//! the race between a restarted container and kube-proxy's removal of its endpoint move the
+//! outage of a run with no controller by more than a second from one run to the next.
+
+use std::time::{Duration, Instant};
+
+use super::probe::Sample;
+use super::record::SliceSeen;
+
+/// When a real pod was back as a ready endpoint after the outage: the first slice after `t0`
+/// that lists one as ready, after one (also after `t0`) that lists none. `None` when the slices
+/// never showed the outage or never the return. `is_real` tells a real pod's name from Vigil's.
+pub(crate) fn real_back(
+    slices: &[SliceSeen],
+    t0: Instant,
+    is_real: impl Fn(&str) -> bool,
+) -> Option<Instant> {
+    let any_real = |s: &SliceSeen| s.ready.iter().any(|name| is_real(name));
+    let mut after = slices.iter().filter(|s| s.at >= t0);
+    after.find(|s| !any_real(s))?;
+    after.find(|s| any_real(s)).map(|s| s.at)
+}
+
+/// How long requests kept failing after `back`: from it to the last failed request sent after
+/// it (zero when none failed after it).
+pub(crate) fn failing_past(samples: &[Sample], back: Instant) -> Duration {
+    samples
+        .iter()
+        .filter(|s| !s.outcome.ok() && s.sent > back)
+        .map(|s| s.sent.duration_since(back))
+        .max()
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::support::probe::Outcome;
+
+    fn slice(t0: Instant, ms: u64, ready: &[&str]) -> SliceSeen {
+        SliceSeen {
+            at: t0 + Duration::from_millis(ms),
+            ready: ready.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn is_real(name: &str) -> bool {
+        !name.starts_with("fallback")
+    }
+
+    #[test]
+    fn the_real_pod_is_back_when_listed_ready_after_the_outage() {
+        let t0 = Instant::now();
+        let slices = [
+            slice(t0, 0, &["web-1"]),
+            slice(t0, 700, &[]),
+            slice(t0, 1500, &["fallback-x"]),
+            slice(t0, 1800, &["fallback-x", "web-1"]),
+        ];
+        assert_eq!(
+            real_back(&slices, t0, is_real),
+            Some(t0 + Duration::from_millis(1800))
+        );
+    }
+
+    #[test]
+    fn no_return_is_read_without_an_outage_in_the_slices() {
+        let t0 = Instant::now();
+        // Listed before the trigger only, then never without a real pod.
+        let before = t0.checked_sub(Duration::from_millis(50)).unwrap_or(t0);
+        let slices = [
+            SliceSeen {
+                at: before,
+                ready: vec![],
+            },
+            slice(t0, 300, &["web-1"]),
+        ];
+        assert_eq!(real_back(&slices, t0, is_real), None);
+        // An outage that never ended.
+        let slices = [slice(t0, 300, &["fallback-x"])];
+        assert_eq!(real_back(&slices, t0, is_real), None);
+    }
+
+    #[test]
+    fn failures_past_the_return_are_measured_from_it() {
+        let t0 = Instant::now();
+        let at = |ms: u64, outcome: Outcome| Sample {
+            sent: t0 + Duration::from_millis(ms),
+            outcome,
+        };
+        let back = t0 + Duration::from_millis(1000);
+        let samples = [
+            at(500, Outcome::Refused),
+            at(1100, Outcome::Answered("web-1".into())),
+            at(1200, Outcome::Refused),
+            at(1300, Outcome::Answered("web-1".into())),
+        ];
+        assert_eq!(failing_past(&samples, back), Duration::from_millis(200));
+        assert_eq!(failing_past(&samples[..2], back), Duration::ZERO);
+    }
+}
