@@ -45,6 +45,7 @@ use crate::support::client::ok_if_exists;
 use crate::support::duration::parse_duration;
 use crate::support::node::{Node, ProxyCounters};
 use crate::support::paired::{failing_past, real_back};
+use crate::support::phase::{phase_of, wait_for_phase};
 use crate::support::probe::{
     Outcome, PATIENCE, Prober, Sample, failures, lost as lost_of, probe_once,
 };
@@ -351,7 +352,7 @@ async fn measure(
         }
         for run in 0..args.runs {
             for (s, stage) in stages.iter().enumerate() {
-                let result = run_once(client, node, args, control, stage, *case)
+                let result = run_once(client, node, args, control, stage, *case, run)
                     .await
                     .with_context(|| {
                         format!("{} with {}, run {}", case.title(), stage.title(), run + 1)
@@ -832,6 +833,7 @@ async fn run_once(
     control: &Control,
     stage: &Stage,
     case: Case,
+    run: usize,
 ) -> anyhow::Result<RunResult> {
     let old = wait_steady(client, node, args, stage, case).await?;
     let mut before_answers = Vec::new();
@@ -853,6 +855,8 @@ async fn run_once(
     let pods = stage.pods(client);
     let old_name = old.name_any();
     let old_uid = old.uid().unwrap_or_default();
+    // Every mode's run `run` meets the kubelet's relist at the same phase (see `phase`).
+    wait_for_phase(phase_of(run)).await;
     let t0 = Instant::now();
     match case {
         Case::Deleted | Case::Graceful => {

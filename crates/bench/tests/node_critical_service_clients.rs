@@ -12,7 +12,7 @@
 //! single runs differ by more than a second with no controller at all). Skips with a note
 //! unless `KUBE_NODE_NAME` is set (node-up.sh exports it). Needs
 //! the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds both) or at
-//! `$VIGIL_BIN`. Takes about 5 minutes: 24 runs of 5-12 s each, plus setup.
+//! `$VIGIL_BIN` (CI's stage 3 points it at the release build). Takes about 5 minutes: 24 runs of 5-12 s each, plus setup.
 
 use std::process::Command;
 

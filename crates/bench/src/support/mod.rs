@@ -10,6 +10,7 @@ pub mod kinds;
 pub mod metrics;
 pub mod node;
 pub mod paired;
+pub mod phase;
 pub mod probe;
 pub mod real_plane;
 pub mod record;
