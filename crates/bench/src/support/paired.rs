@@ -30,16 +30,35 @@ pub(crate) fn real_back(
     after.find(|s| any_real(s)).map(|s| s.at)
 }
 
-/// How long requests kept failing after `back`: from it to the last failed request sent after
-/// it (zero when none failed after it).
-pub(crate) fn failing_past(samples: &[Sample], back: Instant) -> Duration {
-    samples
+/// How long clients stay without answers after `back`, and the requests lost later: the outage
+/// ends with the first answer after which every request is answered for [`STEADY`]; its last
+/// failure after `back` gives the duration (zero when none failed after `back`). Failures after
+/// that, among steady answers, are isolated ones (counted, not the outage).
+pub(crate) fn failing_past(samples: &[Sample], back: Instant) -> (Duration, usize) {
+    let after: Vec<&Sample> = samples.iter().filter(|s| s.sent > back).collect();
+    let steady_from = (0..after.len()).find(|&i| {
+        let start = after[i].sent;
+        after[i].outcome.ok()
+            && after[i..]
+                .iter()
+                .take_while(|s| s.sent.duration_since(start) < STEADY)
+                .all(|s| s.outcome.ok())
+            && after
+                .last()
+                .is_some_and(|last| last.sent.duration_since(start) >= STEADY)
+    });
+    let (outage, later) = after.split_at(steady_from.unwrap_or(after.len()));
+    let past = outage
         .iter()
-        .filter(|s| !s.outcome.ok() && s.sent > back)
+        .filter(|s| !s.outcome.ok())
         .map(|s| s.sent.duration_since(back))
         .max()
-        .unwrap_or_default()
+        .unwrap_or_default();
+    (past, later.iter().filter(|s| !s.outcome.ok()).count())
 }
+
+/// How long requests must all be answered for the outage to count as over.
+pub(crate) const STEADY: Duration = Duration::from_millis(500);
 
 #[cfg(test)]
 mod tests {
@@ -93,18 +112,36 @@ mod tests {
     #[test]
     fn failures_past_the_return_are_measured_from_it() {
         let t0 = Instant::now();
-        let at = |ms: u64, outcome: Outcome| Sample {
+        let back = t0 + Duration::from_millis(1000);
+        let answered = |from: u64, to: u64| {
+            (from..to)
+                .step_by(10)
+                .map(move |ms| (ms, Outcome::Answered("web-1".into())))
+        };
+        let sample = |(ms, outcome): (u64, Outcome)| Sample {
             sent: t0 + Duration::from_millis(ms),
             outcome,
         };
-        let back = t0 + Duration::from_millis(1000);
-        let samples = [
-            at(500, Outcome::Refused),
-            at(1100, Outcome::Answered("web-1".into())),
-            at(1200, Outcome::Refused),
-            at(1300, Outcome::Answered("web-1".into())),
-        ];
-        assert_eq!(failing_past(&samples, back), Duration::from_millis(200));
-        assert_eq!(failing_past(&samples[..2], back), Duration::ZERO);
+        // Failing until 1200 ms, then steady answers: 200 ms past the return.
+        let samples: Vec<Sample> = [(500, Outcome::Refused), (1100, Outcome::Refused)]
+            .into_iter()
+            .chain(answered(1110, 1200))
+            .chain([(1200, Outcome::Refused)])
+            .chain(answered(1210, 2500))
+            .map(sample)
+            .collect();
+        assert_eq!(
+            failing_past(&samples, back),
+            (Duration::from_millis(200), 0)
+        );
+        // None failing after the return.
+        assert_eq!(failing_past(&samples[..1], back), (Duration::ZERO, 0));
+        // A request lost among steady answers long after is counted apart.
+        let samples: Vec<Sample> = answered(1010, 3000)
+            .chain([(3000, Outcome::Timeout)])
+            .chain(answered(3010, 3600))
+            .map(sample)
+            .collect();
+        assert_eq!(failing_past(&samples, back), (Duration::ZERO, 1));
     }
 }
