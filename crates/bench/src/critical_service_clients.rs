@@ -24,8 +24,8 @@
 //! running → Ready → a ready endpoint in the EndpointSlice → its first answer, from watch events
 //! stamped on arrival and the probe; and kube-proxy's syncs and network-programming latency from
 //! its metrics. Figures only; `--verify` (for the node scenario tests) fails on wrong outcomes
-//! — a run that never settled, a fallback that never answered, a run with Vigil whose requests
-//! kept failing after a real pod was back (worse than no controller), and with
+//! — a run that never settled, a fallback that never answered, a run with Vigil whose outage
+//! went on well past a real pod's return (worse than no controller), and with
 //! `--verify-lossless` a request lost in (c) or (d) — never on durations.
 
 use std::collections::BTreeMap;
@@ -44,7 +44,7 @@ use vigil_apis::CriticalService;
 use crate::support::client::ok_if_exists;
 use crate::support::duration::parse_duration;
 use crate::support::node::{Node, ProxyCounters};
-use crate::support::paired::{STEADY, failing_past, real_back};
+use crate::support::paired::{STEADY, outage_past, real_back};
 use crate::support::phase::{phase_of, wait_for_phase};
 use crate::support::probe::{
     Outcome, PATIENCE, Prober, Sample, failures, lost as lost_of, probe_once,
@@ -242,9 +242,9 @@ struct RunResult {
     requests: usize,
     /// A pod of Vigil's answered the probe during the run (or, in (c), before the real pod came).
     fallback_answered: bool,
-    /// How long requests kept failing after a real pod was back as a ready endpoint (`None`
-    /// when the EndpointSlice never showed the outage and the return): what a controller added
-    /// to the outage no controller would have had in this run.
+    /// How long the outage went on after a real pod was back as a ready endpoint (`None` when
+    /// the EndpointSlice never showed the outage and the return): what a controller added to
+    /// the outage no controller would have had in this run.
     past_real_return: Option<Duration>,
     /// Requests that failed after that outage was over (among steady answers, after a real pod
     /// was back): isolated ones, reported apart from the outage.
@@ -950,7 +950,7 @@ async fn run_once(
         .any(|s| s.outcome.pod().is_some_and(is_fallback));
     let timeline = timeline(case, t0, &old_uid, &recorder, &samples);
     let past = real_back(&recorder.slices(), t0, |name| !name.starts_with(PREFIX))
-        .map(|back| failing_past(&samples, back));
+        .map(|back| outage_past(&samples, back));
     let past_real_return = past.map(|(outage, _)| outage);
     let isolated_failures = past.map_or(0, |(_, isolated)| isolated);
     if std::env::var_os("VIGIL_BENCH_TRACE").is_some() {

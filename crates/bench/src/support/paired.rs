@@ -5,7 +5,10 @@
 //! controller that helps ends the failures before that moment (its own pod answered first) and
 //! one that stays out of the way ends them with it; failures that go on well past it are the
 //! controller's doing (an endpoint of its own that does not answer, a retiring pod still sent
-//! connections).
+//! connections). The outage is over at the first answer after which every request is answered
+//! for [`STEADY`]; a request lost later, among steady answers, is counted apart as isolated (in
+//! case (a) with bare pods such losses come with no controller too: the node's, not the
+//! controller's).
 //!
 //! Two independent runs cannot tell this apart at one run each: the kubelet's relist phase and
 //! the race between a restarted container and kube-proxy's removal of its endpoint move the
@@ -34,7 +37,7 @@ pub(crate) fn real_back(
 /// ends with the first answer after which every request is answered for [`STEADY`]; its last
 /// failure after `back` gives the duration (zero when none failed after `back`). Failures after
 /// that, among steady answers, are isolated ones (counted, not the outage).
-pub(crate) fn failing_past(samples: &[Sample], back: Instant) -> (Duration, usize) {
+pub(crate) fn outage_past(samples: &[Sample], back: Instant) -> (Duration, usize) {
     let after: Vec<&Sample> = samples.iter().filter(|s| s.sent > back).collect();
     let steady_from = (0..after.len()).find(|&i| {
         let start = after[i].sent;
@@ -130,18 +133,15 @@ mod tests {
             .chain(answered(1210, 2500))
             .map(sample)
             .collect();
-        assert_eq!(
-            failing_past(&samples, back),
-            (Duration::from_millis(200), 0)
-        );
+        assert_eq!(outage_past(&samples, back), (Duration::from_millis(200), 0));
         // None failing after the return.
-        assert_eq!(failing_past(&samples[..1], back), (Duration::ZERO, 0));
+        assert_eq!(outage_past(&samples[..1], back), (Duration::ZERO, 0));
         // A request lost among steady answers long after is counted apart.
         let samples: Vec<Sample> = answered(1010, 3000)
             .chain([(3000, Outcome::Timeout)])
             .chain(answered(3010, 3600))
             .map(sample)
             .collect();
-        assert_eq!(failing_past(&samples, back), (Duration::ZERO, 1));
+        assert_eq!(outage_past(&samples, back), (Duration::ZERO, 1));
     }
 }
