@@ -705,8 +705,9 @@ fn restarts(pod: &Pod) -> i32 {
         .map_or(0, |cs| cs.iter().map(|c| c.restart_count).sum())
 }
 
-fn is_fallback(answer: &str) -> bool {
-    answer.starts_with(PREFIX)
+/// Whether a pod name (an answer's or a slice endpoint's) is one of Vigil's.
+fn is_fallback(name: &str) -> bool {
+    name.starts_with(PREFIX)
 }
 
 /// Waits until the stage is at rest: one real pod, Ready, never restarted, answering through
@@ -949,7 +950,7 @@ async fn run_once(
         .chain(before_answers.iter())
         .any(|s| s.outcome.pod().is_some_and(is_fallback));
     let timeline = timeline(case, t0, &old_uid, &recorder, &samples);
-    let past = real_back(&recorder.slices(), t0, |name| !name.starts_with(PREFIX))
+    let past = real_back(&recorder.slices(), t0, |name| !is_fallback(name))
         .map(|back| outage_past(&samples, back));
     let past_real_return = past.map(|(outage, _)| outage);
     let isolated_failures = past.map_or(0, |(_, isolated)| isolated);
