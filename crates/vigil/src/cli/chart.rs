@@ -594,7 +594,7 @@ mod tests {
 
     /// The generated part of the chart (CRDs, RBAC rules) is what the code generates today. The
     /// hand-written part is compared with `vigil manifests` by rendering it with Helm
-    /// (crates/vigil/tests/chart.rs).
+    /// (crates/vigil/tests/vigil/chart.rs).
     #[test]
     fn the_committed_chart_is_the_generated_one() {
         let root = chart_dir();

@@ -1,0 +1,4 @@
+//! The `apis` crate's integration tests, one module per subject, in one test binary.
+
+mod configmap_sync_crd;
+mod crd;
