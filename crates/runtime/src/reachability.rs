@@ -130,6 +130,19 @@ pub fn jittered(interval: Duration) -> Duration {
     interval.mul_f64(0.8 + 0.4 * rand::random::<f64>())
 }
 
+/// A probe asked for at `now` while the next free turn is `next`: its turn, and the next free
+/// turn after it (turns go [`PROBE_INTERVAL`] apart, in order of asking).
+fn take_turn(next: Instant, now: Instant) -> (Instant, Instant) {
+    let turn = next.max(now);
+    (turn, turn + PROBE_INTERVAL)
+}
+
+/// The next free turn once the server asked, at `now`, to wait `wait`: not before it has passed
+/// (at most [`MAX_RETRY_AFTER`]), nor before a turn already handed out.
+fn not_before_retry_after(next: Instant, now: Instant, wait: Duration) -> Instant {
+    next.max(now + wait.min(MAX_RETRY_AFTER))
+}
+
 /// The probe and its signal. Cheap to clone; clones share them.
 #[derive(Clone)]
 pub struct Reachability {
@@ -176,8 +189,8 @@ impl Reachability {
                 .next_probe
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            let turn = (*next).max(Instant::now());
-            *next = turn + PROBE_INTERVAL;
+            let (turn, after) = take_turn(*next, Instant::now());
+            *next = after;
             turn
         };
         tokio::time::sleep_until(turn).await;
@@ -186,12 +199,11 @@ impl Reachability {
     /// The server asked to wait `wait` (a 429's `Retry-After`, at most [`MAX_RETRY_AFTER`]):
     /// no probe goes before.
     pub fn retry_after(&self, wait: Duration) {
-        let until = Instant::now() + wait.min(MAX_RETRY_AFTER);
         let mut next = self
             .next_probe
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        *next = (*next).max(until);
+        *next = not_before_retry_after(*next, Instant::now(), wait);
     }
 
     /// A probe of a refused request succeeded: every watch still backing off, and every failed
@@ -332,29 +344,41 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn probe_turns_are_paced_process_wide_and_wait_out_retry_after() {
-        let client = kube::Client::try_from(kube::Config::new(
-            "http://127.0.0.1:1".parse().expect("a URL"),
-        ))
-        .expect("a client");
-        let reachability = Reachability::new(client);
-        let started = Instant::now();
-        for _ in 0..4 {
-            reachability.probe_turn().await;
-        }
+    #[test]
+    fn probe_turns_are_paced_process_wide_and_wait_out_retry_after() {
+        let start = Instant::now();
+        let mut next = start;
+        let turns: Vec<Duration> = (0..4)
+            .map(|_| {
+                let (turn, after) = take_turn(next, start);
+                next = after;
+                turn - start
+            })
+            .collect();
         assert_eq!(
-            started.elapsed(),
-            PROBE_INTERVAL * 3,
-            "one probe per interval"
+            turns,
+            [0, 1, 2, 3].map(|i| PROBE_INTERVAL * i),
+            "one probe per interval, in order of asking"
         );
-        reachability.retry_after(Duration::from_secs(5));
-        let asked = Instant::now();
-        reachability.probe_turn().await;
+
+        let asked = start + PROBE_INTERVAL * 4;
+        next = not_before_retry_after(next, asked, Duration::from_secs(5));
+        let (turn, _) = take_turn(next, asked);
         assert_eq!(
-            asked.elapsed(),
+            turn - asked,
             Duration::from_secs(5),
             "none before Retry-After"
+        );
+        let far = not_before_retry_after(next, asked, Duration::from_secs(3600));
+        assert_eq!(
+            far - asked,
+            MAX_RETRY_AFTER,
+            "a Retry-After is waited at most MAX_RETRY_AFTER"
+        );
+        assert_eq!(
+            not_before_retry_after(far, asked, Duration::from_secs(1)),
+            far,
+            "a shorter Retry-After never brings a turn forward"
         );
     }
 }

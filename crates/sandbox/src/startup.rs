@@ -137,7 +137,12 @@ impl StartUp {
 
     /// The listener is back: the start-up phase begins now.
     pub fn restarted(&self) {
-        *self.since.lock().unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        self.restarted_at(Instant::now());
+    }
+
+    /// The start-up phase began at `since` (a test's way to be some time into it).
+    fn restarted_at(&self, since: Instant) {
+        *self.since.lock().unwrap_or_else(PoisonError::into_inner) = Some(since);
     }
 
     fn elapsed(&self) -> Option<Duration> {
@@ -194,8 +199,14 @@ impl StartUp {
 mod tests {
     use super::*;
 
-    #[tokio::test(start_paused = true)]
-    async fn a_restart_refuses_custom_resources_then_fails_health_then_serves() {
+    /// Restarted `ago` before now (real time: a test runs well within the phases' margins).
+    fn into_start_up(startup: &StartUp, ago: Duration) {
+        let now = Instant::now();
+        startup.restarted_at(now.checked_sub(ago).unwrap_or(now));
+    }
+
+    #[test]
+    fn a_restart_refuses_custom_resources_then_fails_health_then_serves() {
         let startup = StartUp::new(StartUpTiming::default());
         assert!(!startup.custom_resources_pending(), "never restarted");
         assert!(startup.failing_body("readyz").is_none());
@@ -206,25 +217,25 @@ mod tests {
         assert!(body.contains("[-]poststarthook/rbac/bootstrap-roles failed: reason withheld"));
         assert!(body.ends_with("readyz check failed\n"), "{body}");
 
-        tokio::time::advance(Duration::from_millis(500)).await;
+        into_start_up(&startup, Duration::from_millis(550));
         assert!(!startup.custom_resources_pending(), "paths installed");
         assert!(
             startup.failing_body("livez").is_some(),
             "hooks still running"
         );
 
-        tokio::time::advance(Duration::from_millis(700)).await;
+        into_start_up(&startup, Duration::from_millis(1150));
         assert_eq!(
             startup.failing_checks(),
             &["poststarthook/rbac/bootstrap-roles"],
             "the bootstrap roles finish last"
         );
-        tokio::time::advance(Duration::from_millis(200)).await;
+        into_start_up(&startup, Duration::from_millis(1450));
         assert!(startup.failing_body("readyz").is_none(), "ready");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn an_instant_timing_has_no_start_up() {
+    #[test]
+    fn an_instant_timing_has_no_start_up() {
         let startup = StartUp::new(StartUpTiming::instant());
         startup.restarted();
         assert!(!startup.custom_resources_pending());
