@@ -88,6 +88,19 @@ pub struct Workload {
     pub reapplied: BTreeMap<String, Orphaned>,
 }
 
+/// An operation's error in a line: an API error as its code, reason and message (not the whole
+/// Status), anything else shortened.
+fn short_error(e: &anyhow::Error) -> String {
+    if let Some(kube::Error::Api(s)) = e.downcast_ref::<kube::Error>() {
+        return format!("{} {}: {}", s.code, s.reason, s.message);
+    }
+    let text = format!("{e:#}");
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 fn obj<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("a valid manifest")
 }
@@ -194,13 +207,7 @@ impl Workload {
             detail,
             outcome: match result {
                 Ok(()) => Ok(()),
-                Err(e) => {
-                    let text = format!("{e:#}");
-                    Err(match text.char_indices().nth(300) {
-                        Some((cut, _)) => format!("{}…", &text[..cut]),
-                        None => text,
-                    })
-                }
+                Err(e) => Err(short_error(e)),
             },
             while_down: self.operators_down.load(Ordering::SeqCst),
         });
