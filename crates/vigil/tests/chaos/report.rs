@@ -4,7 +4,8 @@
 //! For every object a violation names (its [`Subject`]), read before the cleanup deletes
 //! anything:
 //! - its state: metadata, spec, status and each condition (reason, message,
-//!   observedGeneration, lastTransitionTime); a Service's pods; a KubernetesCluster's
+//!   observedGeneration, lastTransitionTime); a Service's pods and the run's CriticalService
+//!   (its conditions say why no fallback was made); a KubernetesCluster's
 //!   kubeconfig Secret, its cluster at the `local` provider (the record, the live processes,
 //!   the end of the API server's log) and its status vault history;
 //! - its timeline: the workload's operations on it, the faults, its Events, and the replicas'
@@ -412,6 +413,26 @@ async fn gather(
 
     match subject.kind {
         "Service" => {
+            // The run's CriticalService, whose conditions say why no fallback was made.
+            if let Ok(list) = Api::<CriticalService>::all(inputs.client.clone())
+                .list(&ListParams::default())
+                .await
+            {
+                for cs in list.items.iter().filter(|c| {
+                    c.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.contains(inputs.ns))
+                }) {
+                    let value = serde_json::to_value(cs).unwrap_or(Value::Null);
+                    let name = cs.metadata.name.as_deref().unwrap_or_default();
+                    state.extend(
+                        describe(&value, clock)
+                            .into_iter()
+                            .map(|l| format!("CriticalService {name} {l}")),
+                    );
+                }
+            }
             // Its own pods and its fallback, by name.
             if let Ok(pods) = Api::<Pod>::namespaced(inputs.client.clone(), inputs.ns)
                 .list(&ListParams::default())
@@ -450,6 +471,15 @@ async fn gather(
     );
     timeline.extend(inputs.faults.iter().flat_map(fault_lines));
     for e in events {
+        // `default` holds the Events of every run's cluster-scoped objects: only this run's.
+        let this_run = e.metadata.namespace.as_deref() == Some(inputs.ns)
+            || e.regarding
+                .as_ref()
+                .and_then(|r| r.name.as_deref())
+                .is_some_and(|n| n.contains(inputs.ns));
+        if !this_run {
+            continue;
+        }
         let regarding = e.regarding.as_ref();
         let about_it = regarding.is_some_and(|r| {
             r.kind.as_deref() == Some(subject.kind)
