@@ -18,10 +18,36 @@ pub const FALLBACK_PREFIX: &str = "service-watcher";
 pub const COPY_LABEL: &str = "configmapsync.apps.bixbite.io/copy";
 pub const COPY_OWNER: &str = "configmapsync.apps.bixbite.io/owner";
 
+/// What a violation is about: an object of the run by kind and name (`KubernetesCluster kc-1`,
+/// `Topic t3`, `Service svc-2`, `ConfigMapSync sync-0`, `Replica chaos-a`, `Lease vigil-leader`),
+/// so a failure report can gather its conditions, Events and log lines.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Subject {
+    pub kind: &'static str,
+    pub name: String,
+}
+
+impl Subject {
+    pub fn new(kind: &'static str, name: impl Into<String>) -> Self {
+        Self {
+            kind,
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
 /// One broken invariant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     pub invariant: &'static str,
+    /// The object the report looks into.
+    pub subject: Subject,
     pub object: String,
     pub expected: String,
     pub seen: String,
@@ -39,12 +65,14 @@ impl fmt::Display for Violation {
 
 fn violation(
     invariant: &'static str,
+    subject: Subject,
     object: impl Into<String>,
     expected: impl Into<String>,
     seen: impl Into<String>,
 ) -> Violation {
     Violation {
         invariant,
+        subject,
         object: object.into(),
         expected: expected.into(),
         seen: seen.into(),
@@ -289,6 +317,7 @@ pub fn fallbacks(world: &World) -> Vec<Violation> {
         if !right {
             out.push(violation(
                 FALLBACKS,
+                Subject::new("Service", name),
                 format!("Service {ns}/{name} (lame, covered)"),
                 format!("one Running fallback pod {want}"),
                 format!("{names:?}"),
@@ -311,6 +340,7 @@ pub fn fallbacks(world: &World) -> Vec<Violation> {
         let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
         out.push(violation(
             FALLBACKS,
+            Subject::new("Service", service),
             format!("Service {ns}/{service} ({why})"),
             "no fallback pod",
             format!("{names:?}"),
@@ -330,9 +360,11 @@ pub fn copies(world: &World) -> Vec<Violation> {
     };
     for sync in &world.syncs {
         let object = format!("ConfigMapSync {}/{}", sync.namespace, sync.name);
+        let subject = Subject::new("ConfigMapSync", &sync.name);
         if sync.deleting {
             out.push(violation(
                 COPIES,
+                subject,
                 object,
                 "not stuck in deletion",
                 "deleting",
@@ -346,12 +378,14 @@ pub fn copies(world: &World) -> Vec<Violation> {
             match cm(dest, &sync.config_map) {
                 None => out.push(violation(
                     COPIES,
+                    subject.clone(),
                     format!("{object}: copy {dest}/{}", sync.config_map),
                     format!("a copy of {:?}", source.data),
                     "no ConfigMap",
                 )),
                 Some(copy) if copy.data != source.data => out.push(violation(
                     COPIES,
+                    subject.clone(),
                     format!("{object}: copy {dest}/{}", sync.config_map),
                     format!("the source's data {:?}", source.data),
                     format!("{:?}", copy.data),
@@ -376,8 +410,11 @@ pub fn copies(world: &World) -> Vec<Violation> {
                 && s.destinations.contains(&copy.namespace)
         });
         if !belongs {
+            // The owner annotation is `namespace/name` of the ConfigMapSync.
+            let owner_name = owner.rsplit('/').next().unwrap_or_default();
             out.push(violation(
                 COPIES,
+                Subject::new("ConfigMapSync", owner_name),
                 format!(
                     "ConfigMap {}/{} (a copy of {owner:?})",
                     copy.namespace, copy.name
@@ -397,9 +434,11 @@ pub fn topics(world: &World) -> Vec<Violation> {
     let mut declared = BTreeSet::new();
     for topic in &world.topics {
         let object = format!("Topic {} ({})", topic.name, topic.topic_name);
+        let subject = Subject::new("Topic", &topic.name);
         if topic.deleting {
             out.push(violation(
                 TOPICS,
+                subject,
                 object,
                 "not stuck in deletion",
                 "deleting",
@@ -412,9 +451,16 @@ pub fn topics(world: &World) -> Vec<Violation> {
             config: topic.config.clone(),
         };
         match world.broker.get(&topic.topic_name) {
-            None => out.push(violation(TOPICS, object, format!("{want:?}"), "no topic")),
+            None => out.push(violation(
+                TOPICS,
+                subject,
+                object,
+                format!("{want:?}"),
+                "no topic",
+            )),
             Some(seen) if *seen != want => out.push(violation(
                 TOPICS,
+                subject,
                 object,
                 format!("{want:?}"),
                 format!("{seen:?}"),
@@ -424,8 +470,11 @@ pub fn topics(world: &World) -> Vec<Violation> {
     }
     for (name, seen) in &world.broker {
         if !declared.contains(name) {
+            // The workload's Topic `tN` names the broker topic `<prefix>.tN`.
+            let topic = name.rsplit('.').next().unwrap_or(name);
             out.push(violation(
                 TOPICS,
+                Subject::new("Topic", topic),
                 format!("broker topic {name}"),
                 "no topic: no Topic object declares it",
                 format!("{seen:?}"),
@@ -437,6 +486,7 @@ pub fn topics(world: &World) -> Vec<Violation> {
         if now != Some(before) {
             out.push(violation(
                 TOPICS,
+                Subject::new("BrokerTopic", name),
                 format!("foreign topic {name}"),
                 format!("untouched: {before:?}"),
                 format!("{now:?}"),
@@ -453,9 +503,11 @@ pub fn clusters(world: &World) -> Vec<Violation> {
     let mut claimed: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     for cluster in &world.clusters {
         let object = format!("KubernetesCluster {}", cluster.name);
+        let subject = Subject::new("KubernetesCluster", &cluster.name);
         if cluster.deleting {
             out.push(violation(
                 CLUSTERS,
+                subject,
                 object,
                 "not stuck in deletion",
                 "deleting",
@@ -463,13 +515,20 @@ pub fn clusters(world: &World) -> Vec<Violation> {
             continue;
         }
         let Some(id) = &cluster.cluster_id else {
-            out.push(violation(CLUSTERS, object, "status.clusterID", "none"));
+            out.push(violation(
+                CLUSTERS,
+                subject,
+                object,
+                "status.clusterID",
+                "none",
+            ));
             continue;
         };
         claimed.entry(id.clone()).or_default().push(&cluster.name);
         match world.provider.iter().find(|p| p.id == *id) {
             None => out.push(violation(
                 CLUSTERS,
+                subject.clone(),
                 object.clone(),
                 format!("cluster {id} at the provider"),
                 "no such cluster",
@@ -478,6 +537,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
                 if p.identity_name != cluster.name {
                     out.push(violation(
                         CLUSTERS,
+                        subject.clone(),
                         object.clone(),
                         format!("cluster {id} made for {}", cluster.name),
                         format!("made for {}", p.identity_name),
@@ -486,6 +546,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
                 if p.pids != 1 {
                     out.push(violation(
                         CLUSTERS,
+                        subject.clone(),
                         object.clone(),
                         format!("one API server process for {id}"),
                         format!("{} processes", p.pids),
@@ -499,6 +560,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
                 {
                     out.push(violation(
                         CLUSTERS,
+                        subject.clone(),
                         object.clone(),
                         format!("apiServerURL at {url}"),
                         format!("{:?}", cluster.api_server_url),
@@ -509,6 +571,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if cluster.phase.as_deref() != Some("Ready") {
             out.push(violation(
                 CLUSTERS,
+                subject.clone(),
                 object.clone(),
                 "phase Ready",
                 match &cluster.why {
@@ -520,6 +583,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if cluster.secret_server.is_none() || cluster.secret_server != cluster.api_server_url {
             out.push(violation(
                 CLUSTERS,
+                subject,
                 format!("{object}: Secret {}-kubeconfig", cluster.name),
                 format!("a kubeconfig for {:?}", cluster.api_server_url),
                 format!("{:?}", cluster.secret_server),
@@ -530,6 +594,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if names.len() > 1 {
             out.push(violation(
                 CLUSTERS,
+                Subject::new("KubernetesCluster", names[0]),
                 format!("cluster {id}"),
                 "one KubernetesCluster",
                 format!("{names:?}"),
@@ -540,6 +605,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if !claimed.contains_key(&p.id) {
             out.push(violation(
                 CLUSTERS,
+                Subject::new("KubernetesCluster", &p.identity_name),
                 format!("cluster {} (made for {})", p.id, p.identity_name),
                 "no cluster: no KubernetesCluster claims it (leaked)",
                 format!("a cluster with {} processes", p.pids),
@@ -548,6 +614,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
     }
     for r in &world.reapplied {
         let object = format!("KubernetesCluster {} (orphaned, then re-applied)", r.name);
+        let subject = Subject::new("KubernetesCluster", &r.name);
         let now = world
             .clusters
             .iter()
@@ -556,6 +623,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if now.as_deref() != Some(r.id_before.as_str()) {
             out.push(violation(
                 CLUSTERS,
+                subject.clone(),
                 object.clone(),
                 format!("its cluster {}", r.id_before),
                 format!("{now:?}"),
@@ -564,6 +632,7 @@ pub fn clusters(world: &World) -> Vec<Violation> {
         if r.marker_seen.as_deref() != Some(r.marker_written.as_str()) {
             out.push(violation(
                 CLUSTERS,
+                subject,
                 object,
                 format!("the data written before: marker {:?}", r.marker_written),
                 format!("{:?}", r.marker_seen),
@@ -578,12 +647,15 @@ pub fn statuses(world: &World) -> Vec<Violation> {
     let mut out = Vec::new();
     for s in &world.statuses {
         let object = format!("{} {}", s.kind, s.object);
+        // `namespace/name`, or the name of a cluster-scoped object.
+        let subject = Subject::new(s.kind, s.object.rsplit('/').next().unwrap_or_default());
         let Some(generation) = s.generation else {
             continue;
         };
         if s.observed_generation != Some(generation) {
             out.push(violation(
                 STATUSES,
+                subject.clone(),
                 object.clone(),
                 format!("observedGeneration {generation}"),
                 format!("{:?}", s.observed_generation),
@@ -593,6 +665,7 @@ pub fn statuses(world: &World) -> Vec<Violation> {
             if observed.is_some_and(|o| o != generation) {
                 out.push(violation(
                     STATUSES,
+                    subject.clone(),
                     format!("{object} condition {type_}"),
                     format!("observedGeneration {generation}"),
                     format!("{observed:?}"),
@@ -607,6 +680,7 @@ pub fn statuses(world: &World) -> Vec<Violation> {
         if ready != Some("True") {
             out.push(violation(
                 STATUSES,
+                subject,
                 object,
                 "Ready=True",
                 format!("Ready={ready:?}"),
@@ -621,10 +695,18 @@ pub fn vault(world: &World) -> Vec<Violation> {
     let mut out = Vec::new();
     for (name, (uid, status)) in &world.cluster_statuses {
         let object = format!("vault record of KubernetesCluster {name}");
+        let subject = Subject::new("KubernetesCluster", name);
         match world.vault.get(name) {
-            None => out.push(violation(VAULT, object, format!("uid {uid}"), "no record")),
+            None => out.push(violation(
+                VAULT,
+                subject,
+                object,
+                format!("uid {uid}"),
+                "no record",
+            )),
             Some(r) if r.uid != *uid || r.deleted || r.status != *status => out.push(violation(
                 VAULT,
+                subject,
                 object,
                 format!("uid {uid}, alive, status {status}"),
                 format!("uid {}, deleted {}, status {}", r.uid, r.deleted, r.status),
@@ -636,6 +718,7 @@ pub fn vault(world: &World) -> Vec<Violation> {
         if !world.cluster_statuses.contains_key(name) && !r.deleted {
             out.push(violation(
                 VAULT,
+                Subject::new("KubernetesCluster", name),
                 format!("vault record of KubernetesCluster {name} (the object is gone)"),
                 "a tombstone",
                 format!("a live record of uid {}", r.uid),
@@ -651,6 +734,7 @@ pub fn processes(world: &World) -> Vec<Violation> {
     for r in world.replicas.iter().filter(|r| !r.alive) {
         out.push(violation(
             PROCESSES,
+            Subject::new("Replica", &r.name),
             format!("replica {}", r.name),
             "running",
             "exited",
@@ -664,6 +748,7 @@ pub fn processes(world: &World) -> Vec<Violation> {
     if !held_by_live {
         out.push(violation(
             PROCESSES,
+            Subject::new("Lease", "vigil-leader"),
             "Lease vigil-leader",
             "held by a running replica",
             format!("holder {holder:?}"),
@@ -827,6 +912,10 @@ mod tests {
         );
         for v in &found {
             assert!(!v.object.is_empty() && !v.expected.is_empty() && !v.seen.is_empty());
+            assert!(
+                !v.subject.name.is_empty(),
+                "every violation names its subject: {v:?}"
+            );
         }
     }
 

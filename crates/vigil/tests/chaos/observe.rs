@@ -47,7 +47,8 @@ pub async fn client_from_secret(secret: &Secret) -> anyhow::Result<kube::Client>
     Ok(kube::Client::try_from(config)?)
 }
 
-fn server_of(secret: &Secret) -> Option<String> {
+/// The server the kubeconfig a Secret holds names.
+pub fn server_of(secret: &Secret) -> Option<String> {
     let bytes = secret.data.as_ref()?.get("value")?;
     let kubeconfig =
         kube::config::Kubeconfig::from_yaml(std::str::from_utf8(&bytes.0).ok()?).ok()?;

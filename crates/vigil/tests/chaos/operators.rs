@@ -57,7 +57,12 @@ impl Replica {
         let child = Command::new(env!("CARGO_BIN_EXE_vigil"))
             .env("POD_NAME", &self.name)
             .env("POD_NAMESPACE", &config.namespace)
-            .env("RUST_LOG", "info")
+            // The KubernetesCluster controller's and the vault restore's debug lines name the
+            // object they wait for: the failure report's log lines about it.
+            .env(
+                "RUST_LOG",
+                "info,vigil_controllers::kubernetes_cluster=debug,vigil_controllers::status_vault::restore=debug",
+            )
             .env("NO_COLOR", "1")
             .args([
                 "run",

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use vigil_apis::{ConfigMapSync, KubernetesCluster, Topic};
 use vigil_kafka::{Admin, ConfigChange};
 
-use super::invariants::{COPY_LABEL, FALLBACK_PREFIX, MANAGED_BY};
+use super::invariants::{COPY_LABEL, FALLBACK_PREFIX, MANAGED_BY, Subject};
 
 /// KubernetesCluster's finalizer (what Vigil holds an adopted or created object with).
 const KUBERNETES_CLUSTER_FINALIZER: &str = "vigil.dev/kubernetescluster";
@@ -35,6 +35,22 @@ pub struct Tally {
     pub done: BTreeMap<&'static str, usize>,
     pub failed: usize,
     pub while_down: usize,
+}
+
+/// One operation of the workload, done or attempted, for the failure report: when it started
+/// and ended (from the run's start), what it was about, and how it went.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub start: Duration,
+    pub end: Duration,
+    pub subject: Subject,
+    pub what: &'static str,
+    /// What exactly (a pod's name, a version, a patch); may be empty.
+    pub detail: String,
+    /// `Err`: the error, shortened.
+    pub outcome: Result<(), String>,
+    /// Made while no operator ran.
+    pub while_down: bool,
 }
 
 /// A KubernetesCluster deleted with `Orphan` and to be applied again from "git".
@@ -58,6 +74,11 @@ pub struct Workload {
     pub tally: Tally,
     /// Set while no operator runs.
     pub operators_down: Arc<AtomicBool>,
+    /// The run's start: the schedule's times count from it.
+    pub t0: Instant,
+    /// Every operation done or attempted, in order.
+    pub schedule: Vec<Op>,
+    op_started: Duration,
     next_pod: usize,
     /// Each cluster's manifest as last applied (its kubeVersion moves forward only).
     cluster_versions: BTreeMap<String, u32>,
@@ -65,6 +86,19 @@ pub struct Workload {
     pub orphaned: BTreeMap<String, Orphaned>,
     /// Orphaned clusters applied again (and not deleted since): name → (id, marker).
     pub reapplied: BTreeMap<String, Orphaned>,
+}
+
+/// An operation's error in a line: an API error as its code, reason and message (not the whole
+/// Status), anything else shortened.
+fn short_error(e: &anyhow::Error) -> String {
+    if let Some(kube::Error::Api(s)) = e.downcast_ref::<kube::Error>() {
+        return format!("{} {}: {}", s.code, s.reason, s.message);
+    }
+    let text = format!("{e:#}");
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
 }
 
 fn obj<T: serde::de::DeserializeOwned>(value: Value) -> T {
@@ -99,6 +133,7 @@ impl Workload {
         admin: Arc<Admin>,
         seed: u64,
         operators_down: Arc<AtomicBool>,
+        t0: Instant,
     ) -> Self {
         Self {
             client,
@@ -111,6 +146,9 @@ impl Workload {
             seed,
             tally: Tally::default(),
             operators_down,
+            t0,
+            schedule: Vec::new(),
+            op_started: Duration::ZERO,
             next_pod: 0,
             cluster_versions: BTreeMap::new(),
             topic_partitions: BTreeMap::new(),
@@ -127,8 +165,20 @@ impl Workload {
         Api::namespaced(self.client.clone(), &self.ns)
     }
 
-    fn count(&mut self, what: &'static str, result: anyhow::Result<()>) {
-        match result {
+    /// Counts an operation on `subject` and records it in the schedule.
+    fn count(&mut self, what: &'static str, subject: Subject, result: anyhow::Result<()>) {
+        self.count_detail(what, subject, String::new(), result);
+    }
+
+    /// [`Self::count`], with what exactly was done (a pod's name, a version).
+    fn count_detail(
+        &mut self,
+        what: &'static str,
+        subject: Subject,
+        detail: String,
+        result: anyhow::Result<()>,
+    ) {
+        match &result {
             Ok(()) => {
                 *self.tally.done.entry(what).or_default() += 1;
                 if self.operators_down.load(Ordering::SeqCst) {
@@ -137,10 +187,35 @@ impl Workload {
             }
             Err(_) => self.tally.failed += 1,
         }
+        self.record(what, subject, detail, &result);
+    }
+
+    /// Records an operation in the schedule: from the step's start to now, with its outcome.
+    fn record(
+        &mut self,
+        what: &'static str,
+        subject: Subject,
+        detail: String,
+        result: &anyhow::Result<()>,
+    ) {
+        let end = self.t0.elapsed();
+        self.schedule.push(Op {
+            start: self.op_started.min(end),
+            end,
+            subject,
+            what,
+            detail,
+            outcome: match result {
+                Ok(()) => Ok(()),
+                Err(e) => Err(short_error(e)),
+            },
+            while_down: self.operators_down.load(Ordering::SeqCst),
+        });
     }
 
     /// One random operation.
     pub async fn step(&mut self) {
+        self.op_started = self.t0.elapsed();
         let roll = self.rng.random_range(0..100);
         match roll {
             0..30 => self.service_step().await,
@@ -166,11 +241,19 @@ impl Workload {
                 let svc = json!({"metadata": {"name": name, "labels": {"tier": tier}},
                     "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}});
                 let r = services.create(&PostParams::default(), &obj(svc)).await;
-                self.count("service created", r.map(drop).map_err(Into::into));
+                self.count(
+                    "service created",
+                    Subject::new("Service", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             1 => {
                 let r = services.delete(&name, &DeleteParams::default()).await;
-                self.count("service deleted", r.map(drop).map_err(Into::into));
+                self.count(
+                    "service deleted",
+                    Subject::new("Service", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             2 => {
                 let tier = if self.rng.random_bool(0.5) {
@@ -182,20 +265,32 @@ impl Workload {
                 let r = services
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
-                self.count("service relabelled", r.map(drop).map_err(Into::into));
+                self.count(
+                    "service relabelled",
+                    Subject::new("Service", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             3 => {
                 self.next_pod += 1;
-                let pod = json!({"metadata": {"name": format!("{name}-p{}", self.next_pod), "labels": {"app": name}},
+                let pod_name = format!("{name}-p{}", self.next_pod);
+                let pod = json!({"metadata": {"name": pod_name, "labels": {"app": name}},
                     "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}});
                 let r = pods.create(&PostParams::default(), &obj(pod)).await;
-                self.count("pod created", r.map(drop).map_err(Into::into));
+                self.count_detail(
+                    "pod created",
+                    Subject::new("Service", &name),
+                    pod_name,
+                    r.map(drop).map_err(Into::into),
+                );
             }
             4 | 5 => {
                 let Some(pod) = self.pick(&pods, &format!("app={name}")).await else {
                     return;
                 };
-                let r = if self.rng.random_bool(0.4) {
+                let delete = self.rng.random_bool(0.4);
+                let mut detail = format!("{pod} deleted");
+                let r = if delete {
                     pods.delete(&pod, &DeleteParams::default()).await.map(drop)
                 } else {
                     let state = if self.rng.random_bool(0.5) {
@@ -203,12 +298,18 @@ impl Workload {
                     } else {
                         None
                     };
+                    detail = format!("{pod} {}", state.unwrap_or("Ready"));
                     let patch = json!({"metadata": {"annotations": {KUBELET_STATE: state}}});
                     pods.patch(&pod, &PatchParams::default(), &Patch::Merge(&patch))
                         .await
                         .map(drop)
                 };
-                self.count("pod deleted or readiness toggled", r.map_err(Into::into));
+                self.count_detail(
+                    "pod deleted or readiness toggled",
+                    Subject::new("Service", &name),
+                    detail,
+                    r.map_err(Into::into),
+                );
             }
             _ => unreachable!(),
         }
@@ -258,7 +359,11 @@ impl Workload {
                     "spec": {"sourceNamespace": self.ns, "configMapName": format!("cm-{i}"),
                              "destinationNamespace": first, "destinationNamespaces": more}});
                 let r = syncs.create(&PostParams::default(), &obj(sync)).await;
-                self.count("configmapsync created", r.map(drop).map_err(Into::into));
+                self.count(
+                    "configmapsync created",
+                    Subject::new("ConfigMapSync", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             1 => {
                 let (first, more) = self.destination_set();
@@ -269,12 +374,17 @@ impl Workload {
                     .await;
                 self.count(
                     "configmapsync destinations changed",
+                    Subject::new("ConfigMapSync", &name),
                     r.map(drop).map_err(Into::into),
                 );
             }
             2 => {
                 let r = syncs.delete(&name, &DeleteParams::default()).await;
-                self.count("configmapsync deleted", r.map(drop).map_err(Into::into));
+                self.count(
+                    "configmapsync deleted",
+                    Subject::new("ConfigMapSync", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             _ => {
                 let value = self.rng.random_range(0..1_000_000u32).to_string();
@@ -287,7 +397,11 @@ impl Workload {
                         &Patch::Merge(&patch),
                     )
                     .await;
-                self.count("source updated", r.map(drop).map_err(Into::into));
+                self.count(
+                    "source updated",
+                    Subject::new("ConfigMapSync", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
         }
     }
@@ -303,15 +417,21 @@ impl Workload {
                 if self.rng.random_bool(0.4) {
                     config["cleanup.policy"] = json!("compact");
                 }
+                let detail = format!("{partitions} partitions, config {config}");
                 let topic = json!({"apiVersion": "kafka.vigil.dev/v1alpha1", "kind": "Topic",
                     "metadata": {"name": name},
                     "spec": {"topicName": kafka_name(&self.prefix, i), "partitions": partitions,
                              "config": config, "cluster": {"bootstrapServers": [self.bootstrap]}}});
                 let r = topics.create(&PostParams::default(), &obj(topic)).await;
                 if r.is_ok() {
-                    self.topic_partitions.insert(name, partitions);
+                    self.topic_partitions.insert(name.clone(), partitions);
                 }
-                self.count("topic created", r.map(drop).map_err(Into::into));
+                self.count_detail(
+                    "topic created",
+                    Subject::new("Topic", &name),
+                    detail,
+                    r.map(drop).map_err(Into::into),
+                );
             }
             2 => {
                 let grow = self.rng.random_bool(0.3);
@@ -327,13 +447,22 @@ impl Workload {
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
                 if r.is_ok() && grow && partitions < 4 {
-                    self.topic_partitions.insert(name, partitions + 1);
+                    self.topic_partitions.insert(name.clone(), partitions + 1);
                 }
-                self.count("topic updated", r.map(drop).map_err(Into::into));
+                self.count_detail(
+                    "topic updated",
+                    Subject::new("Topic", &name),
+                    patch["spec"].to_string(),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             _ => {
                 let r = topics.delete(&name, &DeleteParams::default()).await;
-                self.count("topic deleted", r.map(drop).map_err(Into::into));
+                self.count(
+                    "topic deleted",
+                    Subject::new("Topic", &name),
+                    r.map(drop).map_err(Into::into),
+                );
             }
         }
     }
@@ -347,12 +476,19 @@ impl Workload {
             let r = clusters
                 .create(&PostParams::default(), &obj(orphan.manifest.clone()))
                 .await;
+            let subject = Subject::new("KubernetesCluster", &name);
+            let detail = format!(
+                "kubeVersion {}, its cluster {}",
+                orphan.manifest["spec"]["kubeVersion"], orphan.id
+            );
             if r.is_ok() {
                 self.orphaned.remove(&name);
                 self.reapplied.insert(name, orphan);
             }
-            self.count(
+            self.count_detail(
                 "orphaned cluster re-applied",
+                subject,
+                detail,
                 r.map(drop).map_err(Into::into),
             );
             return;
@@ -370,7 +506,12 @@ impl Workload {
                     self.cluster_versions.insert(name.clone(), minor);
                     self.reapplied.remove(&name);
                 }
-                self.count("cluster created", r.map(drop).map_err(Into::into));
+                self.count_detail(
+                    "cluster created",
+                    Subject::new("KubernetesCluster", &name),
+                    format!("kubeVersion 1.{minor}"),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             2 => {
                 let minor = self.cluster_versions.get(&name).copied().unwrap_or(28);
@@ -382,17 +523,30 @@ impl Workload {
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
                 if r.is_ok() {
-                    self.cluster_versions.insert(name, 29);
+                    self.cluster_versions.insert(name.clone(), 29);
                 }
-                self.count("cluster upgraded", r.map(drop).map_err(Into::into));
+                self.count_detail(
+                    "cluster upgraded",
+                    Subject::new("KubernetesCluster", &name),
+                    "kubeVersion 1.29".to_owned(),
+                    r.map(drop).map_err(Into::into),
+                );
             }
             3 => {
                 let r = self.delete_cluster(&name).await;
-                self.count("cluster deleted", r);
+                self.count(
+                    "cluster deleted",
+                    Subject::new("KubernetesCluster", &name),
+                    r,
+                );
             }
             _ => {
                 let r = self.orphan(i).await;
-                self.count("cluster orphaned", r);
+                self.count(
+                    "cluster orphaned",
+                    Subject::new("KubernetesCluster", &name),
+                    r,
+                );
             }
         }
     }
@@ -496,9 +650,15 @@ impl Workload {
                     return;
                 };
                 debug_assert!(pod.starts_with(FALLBACK_PREFIX));
+                let service = pod
+                    .strip_prefix(&format!("{FALLBACK_PREFIX}-"))
+                    .unwrap_or(&pod)
+                    .to_owned();
                 let r = pods.delete(&pod, &DeleteParams::default()).await;
-                self.count(
+                self.count_detail(
                     "fallback pod deleted by hand",
+                    Subject::new("Service", service),
+                    pod,
                     r.map(drop).map_err(Into::into),
                 );
             }
@@ -509,7 +669,8 @@ impl Workload {
                 let Some(copy) = self.pick(&cms, &format!("{COPY_LABEL}=true")).await else {
                     return;
                 };
-                let r = if self.rng.random_bool(0.5) {
+                let delete = self.rng.random_bool(0.5);
+                let r = if delete {
                     cms.delete(&copy, &DeleteParams::default()).await.map(drop)
                 } else {
                     let patch = json!({"data": {"v": "edited by hand"}});
@@ -517,7 +678,17 @@ impl Workload {
                         .await
                         .map(drop)
                 };
-                self.count("copy edited or deleted by hand", r.map_err(Into::into));
+                // The copy of `cm-N` belongs to `sync-N`.
+                let sync = format!("sync-{}", copy.strip_prefix("cm-").unwrap_or(&copy));
+                self.count_detail(
+                    "copy edited or deleted by hand",
+                    Subject::new("ConfigMapSync", sync),
+                    format!(
+                        "{dest}/{copy} {}",
+                        if delete { "deleted" } else { "edited" }
+                    ),
+                    r.map_err(Into::into),
+                );
             }
             2 => {
                 let i = self.rng.random_range(0..CLUSTERS);
@@ -527,20 +698,29 @@ impl Workload {
                     .await;
                 self.count(
                     "kubeconfig Secret deleted by hand",
+                    Subject::new("KubernetesCluster", format!("kc-{i}")),
                     r.map(drop).map_err(Into::into),
                 );
             }
             3 => {
-                let name = kafka_name(&self.prefix, self.rng.random_range(0..TOPICS));
+                let i = self.rng.random_range(0..TOPICS);
+                let name = kafka_name(&self.prefix, i);
                 let value = format!("{}", 1_000 + self.rng.random_range(0..1000));
+                let detail = format!("{name} retention.ms={value}");
                 let r = self
                     .admin
                     .alter_configs(&name, &[ConfigChange::Set("retention.ms".into(), value)])
                     .await;
-                self.count("topic config changed in Kafka", r.map_err(Into::into));
+                self.count_detail(
+                    "topic config changed in Kafka",
+                    Subject::new("Topic", format!("t{i}")),
+                    detail,
+                    r.map_err(Into::into),
+                );
             }
             _ => {
-                let name = kafka_name(&self.prefix, self.rng.random_range(0..TOPICS));
+                let i = self.rng.random_range(0..TOPICS);
+                let name = kafka_name(&self.prefix, i);
                 let exists = self
                     .admin
                     .describe_topics(std::slice::from_ref(&name))
@@ -550,7 +730,12 @@ impl Workload {
                     return;
                 }
                 let r = self.admin.delete_topic(&name).await;
-                self.count("topic deleted in Kafka", r.map_err(Into::into));
+                self.count_detail(
+                    "topic deleted in Kafka",
+                    Subject::new("Topic", format!("t{i}")),
+                    name,
+                    r.map_err(Into::into),
+                );
             }
         }
     }
@@ -561,16 +746,29 @@ impl Workload {
         let clusters: Api<KubernetesCluster> = self.api();
         let started = std::time::Instant::now();
         while !self.orphaned.is_empty() && started.elapsed() < within {
+            self.op_started = self.t0.elapsed();
             for (name, orphan) in std::mem::take(&mut self.orphaned) {
                 match clusters
                     .create(&PostParams::default(), &obj(orphan.manifest.clone()))
                     .await
                 {
                     Ok(_) => {
-                        self.count("orphaned cluster re-applied", Ok(()));
+                        self.count_detail(
+                            "orphaned cluster re-applied (last apply)",
+                            Subject::new("KubernetesCluster", &name),
+                            format!("its cluster {}", orphan.id),
+                            Ok(()),
+                        );
                         self.reapplied.insert(name, orphan);
                     }
-                    Err(_) => {
+                    Err(e) => {
+                        // Retried (the old object may still be going): in the schedule only.
+                        self.record(
+                            "orphaned cluster re-applied (last apply)",
+                            Subject::new("KubernetesCluster", &name),
+                            format!("its cluster {}", orphan.id),
+                            &Err(e.into()),
+                        );
                         self.orphaned.insert(name, orphan);
                     }
                 }
