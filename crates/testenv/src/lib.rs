@@ -64,6 +64,13 @@ pub enum TestEnvError {
     Io(#[from] std::io::Error),
     #[error("starting the simulated kubelet: {0}")]
     Kubelet(vigil_kubelet::KubeletError),
+    #[error(
+        "namespace {namespace} has no default ServiceAccount after {waited:?}: is kube-controller-manager running?"
+    )]
+    NoServiceAccount {
+        namespace: String,
+        waited: std::time::Duration,
+    },
 }
 
 /// How to start an environment.
@@ -140,6 +147,9 @@ impl TestEnv {
         let config = config_from_text(&kubeconfig_text).await?;
         let client = Client::try_from(config)?;
         let namespace = create_namespace(&client).await?;
+        if matches!(backend, Backend::Cluster) {
+            wait_for_default_service_account(&client, &namespace).await?;
+        }
         let kubelet = match options.kubelet {
             Some(config) => {
                 let config = KubeletConfig {
@@ -334,6 +344,38 @@ async fn create_namespace(client: &Client) -> Result<String, TestEnvError> {
         .await
         .map_err(TestEnvError::Namespace)?;
     Ok(name)
+}
+
+/// How long kube-controller-manager may take to give a new namespace its `default`
+/// ServiceAccount (the upstream e2e framework's `ServiceAccountProvisionTimeout`).
+const SERVICE_ACCOUNT_PROVISION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// On a real cluster a pod is refused ("error looking up service account") until
+/// kube-controller-manager has created its namespace's `default` ServiceAccount, which takes a
+/// moment after the namespace, and much longer while its watches recover from a kube-apiserver
+/// restart (a fault test's): as Kubernetes' own e2e framework does, a test starts once it is there.
+async fn wait_for_default_service_account(
+    client: &Client,
+    namespace: &str,
+) -> Result<(), TestEnvError> {
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), namespace);
+    let started = std::time::Instant::now();
+    loop {
+        match accounts.get_opt("default").await {
+            Ok(Some(_)) => return Ok(()),
+            Ok(None) | Err(_) if started.elapsed() < SERVICE_ACCOUNT_PROVISION_TIMEOUT => {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Ok(None) => {
+                return Err(TestEnvError::NoServiceAccount {
+                    namespace: namespace.to_owned(),
+                    waited: SERVICE_ACCOUNT_PROVISION_TIMEOUT,
+                });
+            }
+            Err(e) => return Err(TestEnvError::Namespace(e)),
+        }
+    }
 }
 
 async fn delete_cluster_scoped(client: &Client, objects: Vec<(ApiResource, String)>) {
