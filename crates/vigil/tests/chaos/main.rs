@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplate, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodTemplate};
 use kube::CustomResourceExt as _;
 use kube::ResourceExt as _;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -126,9 +126,6 @@ async fn the_whole_operator_converges_after_faults() {
         eprintln!(
             "chaos: the API-server outage is skipped (a real cluster needs VIGIL_TEST_KUBE_WORKDIR, its up.sh WORKDIR); every other fault runs"
         );
-    }
-    if !env.is_sandbox() {
-        wait_for_default_service_account(&client, &ns).await;
     }
     let dir = std::env::temp_dir().join(format!("vigil-chaos-{ns}"));
     std::fs::create_dir_all(&dir).expect("temp dir");
@@ -481,28 +478,6 @@ async fn the_whole_operator_converges_after_faults() {
     env.cleanup().await;
     eprintln!("chaos: all cleaned up in {:?}", cleaning.elapsed());
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// On a real cluster, pods need their namespace's `default` ServiceAccount, which
-/// kube-controller-manager creates some time after the namespace. After each kube-apiserver
-/// restart (every run's API-server outage) its watches fail for a while (its log: "Failed to
-/// watch *v1.ServiceAccount", requests forbidden while the restarted server loads RBAC): in 5 of
-/// 20 runs of a hunt on stage 2 the account was still missing 40 to 48 s into the run, every
-/// fallback pod was refused meanwhile ("error looking up service account"), the CriticalService
-/// was quarantined (retried every 300 s) and the run timed out. That is the test bed, not Vigil:
-/// the run starts once the account exists.
-async fn wait_for_default_service_account(client: &kube::Client, ns: &str) {
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(60) {
-        if let Ok(Some(_)) = accounts.get_opt("default").await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    eprintln!(
-        "chaos: note: namespace {ns} still has no default ServiceAccount after 60 s; fallback pods will be refused until it has"
-    );
 }
 
 /// Deletes what has finalizers while the operators still run, then the test's topics.
