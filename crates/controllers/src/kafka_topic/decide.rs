@@ -143,7 +143,7 @@ pub fn decide(inputs: &Inputs<'_>) -> Plan {
         Observation::Broker(observed) => decide_observed(view, observed, inputs.now),
     };
     if let Some(written) = inputs.written {
-        after_writes(view, written, inputs.now, &mut plan);
+        after_writes(view, inputs.observation, written, inputs.now, &mut plan);
     }
     plan
 }
@@ -192,12 +192,26 @@ fn decide_failed(view: &TopicView<'_>, failure: &Failure, now: &Time) -> Plan {
 /// back, a config changed): it decides neither. The status stays what the writes' decision
 /// recorded (the topic id included) and the Events are only the writes' own; the look soon after
 /// decides the difference — a change outside Vigil is then reported and counted as drift, once.
-fn after_writes(view: &TopicView<'_>, written: &Written, now: &Time, plan: &mut Plan) {
+/// What it records are facts: the partitions and configs this look sees on the topic, when it
+/// sees this object's topic (a config applied beside a refused partition raise shows at once,
+/// not one backoff later).
+fn after_writes(
+    view: &TopicView<'_>,
+    observation: &Observation,
+    written: &Written,
+    now: &Time,
+    plan: &mut Plan,
+) {
     plan.mark_creating = false;
     plan.drift = false;
     plan.look_again = !plan.ops.is_empty();
     if plan.look_again {
         plan.status = view.status.clone();
+        if let Observation::Broker(observed) = observation
+            && observed.topic.as_ref().is_some_and(|t| owns(view, t))
+        {
+            record_observed(view, observed, &mut plan.status);
+        }
         plan.events.clear();
         plan.remove_finalizer = false;
     }
@@ -1304,6 +1318,43 @@ mod tests {
             "only the write's Event: {:?}",
             pending.events
         );
+    }
+
+    #[test]
+    fn a_config_applied_beside_a_refused_partition_raise_shows_in_the_same_status() {
+        // The case a broker without CreatePartitions (Tansu) meets: both writes go out, the
+        // config lands, the raise is refused. The status written then shows the new config.
+        let old = spec(2, &[("retention.ms", "1000")]);
+        let status = ready_status(&old, 1, "id-1", 2);
+        let new = spec(4, &[("retention.ms", "2000")]);
+        let first = decide(
+            &view(&new, &status, 2),
+            &observed("id-1", 2, &[("retention.ms", "1000")]),
+            &now(),
+        );
+        assert_eq!(first.ops.len(), 2, "{:?}", first.ops);
+        let written = Written {
+            done: first
+                .ops
+                .iter()
+                .filter(|op| matches!(op, BrokerOp::AlterConfig { .. }))
+                .filter_map(|op| written_note(op, None))
+                .collect(),
+            failure: Some(Failure {
+                reason: REASON_BROKER_REFUSED,
+                message: "CreatePartitions: not supported".into(),
+            }),
+        };
+        let after = decide_after(
+            &view(&new, &first.status, 2),
+            &Observation::Broker(observed("id-1", 2, &[("retention.ms", "2000")])),
+            &written,
+            &now(),
+        );
+        assert!(after.ops.is_empty() && after.failure.is_some());
+        assert_eq!(after.status.config["retention.ms"], "2000");
+        assert_eq!(after.status.partitions, Some(2), "the real partitions");
+        assert_eq!(reason(&after, DEGRADED), "True/BrokerRefused");
     }
 
     #[test]
