@@ -8,7 +8,10 @@
 //! - (b) the last pod's container killed with SIGKILL through containerd (what an OOM kill does:
 //!   the pod stays, the kubelet finds out and restarts the container);
 //! - (c) a real pod arriving while the fallback answers, until the fallback is gone;
-//! - (d) the last pod deleted while it keeps serving through its grace period.
+//! - (d) the last pod deleted while it keeps serving through its grace period;
+//! - (e) the workload scaled to zero (`kubectl scale --replicas=0`: nothing replaces the pod),
+//!   and back to one replica [`BARE_RECREATE_AFTER`] later, as someone noticing would (with
+//!   Deployment-backed pods only: with bare pods it is (a)).
 //!
 //! The real pods come from a one-replica Deployment (so a replacement is created at once, as in
 //! production) or are bare pods (`--backings bare`: nothing replaces a deleted one; the bench
@@ -68,8 +71,8 @@ pub struct ClientsBench {
     /// `bare` (a bare pod, which nothing replaces).
     #[arg(long, value_delimiter = ',', default_value = "deployment,bare")]
     backings: Vec<String>,
-    /// Cases, comma-separated: a, b, c, d (see the module documentation).
-    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d")]
+    /// Cases, comma-separated: a, b, c, d, e (see the module documentation).
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
     cases: Vec<String>,
     /// Time between two requests of the probe.
     #[arg(long, default_value = "10ms", value_parser = parse_duration)]
@@ -78,9 +81,9 @@ pub struct ClientsBench {
     #[arg(long, default_value = "100ms", value_parser = parse_duration)]
     timeout: Duration,
     /// Fail unless the outcomes hold: with Vigil the fallback answered the Service's traffic
-    /// (in (c) before the real pod came; with bare pods in every case but (b); with the standby
-    /// in every case); by default no request lost in (c) and (d); and in (a) and (b), in every
-    /// run with Vigil, an outage over no later than [`REAL_PROGRAMMED`] after a real pod was back
+    /// (in (c) before the real pod came; in (e); with bare pods in every case but (b); with the
+    /// standby in every case); by default no request lost in (c) and (d); and in (a) and (b), in every
+    /// run with Vigil (and in (e)), an outage over no later than [`REAL_PROGRAMMED`] after a real pod was back
     /// as a ready endpoint, which is when no controller's outage ends (judged inside each run: see
     /// [`crate::support::paired`]). Durations are never checked.
     #[arg(long)]
@@ -111,8 +114,9 @@ const RUN_CAP: Duration = Duration::from_secs(25);
 const STEADY_TIMEOUT: Duration = Duration::from_secs(90);
 /// `drainSeconds` of the standby mode: kube-proxy's `minSyncPeriod` (1 s) and a margin.
 const DRAIN_SECONDS: u32 = 2;
-/// With bare pods nothing replaces a deleted pod: the bench re-creates it this long after the
-/// trigger (someone noticing), so that every run ends.
+/// With bare pods nothing replaces a deleted pod, and in (e) nothing replaces the pods scaled
+/// away: the bench re-creates it (scales back to one) this long after the trigger (someone
+/// noticing), so that every run ends.
 const BARE_RECREATE_AFTER: Duration = Duration::from_secs(5);
 /// `--verify`: in (a) and (b), a run with Vigil is "not worse" than no controller when its
 /// outage ended at most this long after a real pod was back as a ready endpoint (see
@@ -185,6 +189,7 @@ enum Case {
     Killed,
     Arriving,
     Graceful,
+    ScaledToZero,
 }
 
 impl Case {
@@ -194,7 +199,8 @@ impl Case {
             "b" => Self::Killed,
             "c" => Self::Arriving,
             "d" => Self::Graceful,
-            _ => anyhow::bail!("unknown case {text:?}: a, b, c or d"),
+            "e" => Self::ScaledToZero,
+            _ => anyhow::bail!("unknown case {text:?}: a, b, c, d or e"),
         })
     }
 
@@ -204,7 +210,14 @@ impl Case {
             Self::Killed => "(b) last pod's container SIGKILLed (crash, OOM kill)",
             Self::Arriving => "(c) real pod arrives while the fallback answers",
             Self::Graceful => "(d) last pod deleted, serves through its grace period",
+            Self::ScaledToZero => "(e) workload scaled to zero, server exits on SIGTERM",
         }
+    }
+
+    /// Whether the case is run with these real pods: (e) scales a Deployment (with bare pods
+    /// it would be (a)).
+    fn runs_with(self, backing: Backing) -> bool {
+        self != Self::ScaledToZero || backing == Backing::Deployment
     }
 
     /// Whether the real pods' server exits on SIGTERM (else it serves until its grace period
@@ -355,6 +368,9 @@ async fn measure(
         }
         for run in 0..args.runs {
             for (s, stage) in stages.iter().enumerate() {
+                if !case.runs_with(stage.backing) {
+                    continue;
+                }
                 let result = run_once(client, node, args, control, stage, *case, run)
                     .await
                     .with_context(|| {
@@ -877,22 +893,21 @@ async fn run_once(
             node.kill_container(&id).await?;
         }
         Case::Arriving => scale(client, node, stage, case, 1).await?,
+        Case::ScaledToZero => scale(client, node, stage, case, 0).await?,
     }
     let mut note = None;
     let mut recreated = false;
     loop {
         tokio::time::sleep(Duration::from_millis(100)).await;
         let list = pods.list(&ListParams::default()).await?.items;
-        if stage.backing == Backing::Bare
-            && matches!(case, Case::Deleted | Case::Graceful)
-            && !recreated
-            && t0.elapsed() >= BARE_RECREATE_AFTER
-        {
-            create_bare(client, node, stage, case).await?;
+        let nothing_replaces = case == Case::ScaledToZero
+            || (stage.backing == Backing::Bare && matches!(case, Case::Deleted | Case::Graceful));
+        if nothing_replaces && !recreated && t0.elapsed() >= BARE_RECREATE_AFTER {
+            scale(client, node, stage, case, 1).await?;
             recreated = true;
         }
         let old_gone = match case {
-            Case::Deleted | Case::Graceful => {
+            Case::Deleted | Case::Graceful | Case::ScaledToZero => {
                 !list.iter().any(|p| p.uid() == Some(old_uid.clone()))
             }
             Case::Killed | Case::Arriving => true,
@@ -1048,7 +1063,7 @@ fn timeline(
         p.at >= t0
             && p.uid == old_uid
             && match case {
-                Case::Deleted | Case::Graceful => p.terminating || p.gone,
+                Case::Deleted | Case::Graceful | Case::ScaledToZero => p.terminating || p.gone,
                 Case::Killed => !p.ready,
                 Case::Arriving => false,
             }
@@ -1326,8 +1341,9 @@ fn verify(
                 Mode::None => false,
                 // Bare pods: nothing else comes back, so the fallback must answer (but in (b),
                 // where the kubelet may restart the container before it is Ready).
+                // (e): nothing replaces the pods scaled away either.
                 Mode::Vigil => {
-                    case == Case::Arriving
+                    matches!(case, Case::Arriving | Case::ScaledToZero)
                         || (stage.backing == Backing::Bare && case != Case::Killed)
                 }
                 Mode::Standby => true,
@@ -1336,7 +1352,7 @@ fn verify(
                 wrong.push(format!("{what}: no answer came from a pod of Vigil's"));
             }
             if mode != Mode::None
-                && matches!(case, Case::Deleted | Case::Killed)
+                && matches!(case, Case::Deleted | Case::Killed | Case::ScaledToZero)
                 && let Some(past) = run.past_real_return
                 && past > REAL_PROGRAMMED
             {

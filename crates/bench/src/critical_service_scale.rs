@@ -13,9 +13,10 @@
 //! 2. `vigil run` starts (a child); steady state is reached when every lame Service has its
 //!    fallback pod (a watch on Vigil's pods) and every CriticalService's status is at its
 //!    generation with the right counts (a list of the CriticalServices every 500 ms).
-//! 3. Steady state: for `--steady-seconds`, watches on pods, CriticalServices and Events count
-//!    every write (the bench writes nothing then, so all are Vigil's), and Vigil's `/metrics` its
-//!    reconciles. Vigil has no API request metric: its LISTs are inferred (kube-runtime watchers
+//! 3. Steady state: for twice `--steady-seconds`, watches on pods, CriticalServices and Events
+//!    count every write (the bench writes nothing then, so all are Vigil's); Vigil's CPU is read
+//!    for each half, the first with no request to Vigil at all, the second with `/metrics`
+//!    scraped every 15 s (its reconciles), as Prometheus does. Vigil has no API request metric: its LISTs are inferred (kube-runtime watchers
 //!    list only when they start or must re-list, which they log at debug level, enabled here).
 //! 4. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's.
 //!
@@ -64,7 +65,8 @@ pub struct ScaleBench {
     /// Requests in flight from the bench while setting up.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
-    /// Length of the steady-state window, in seconds.
+    /// Length of each half of the steady-state window, in seconds: the first with no request to
+    /// Vigil, the second with /metrics scraped every 15 s.
     #[arg(long, default_value_t = 60)]
     steady_seconds: u64,
     /// How long to wait for steady state before measuring the window anyway, in seconds.
@@ -92,6 +94,43 @@ const POLL: Duration = Duration::from_millis(500);
 /// The targets.
 const TARGET_SETTLE: Duration = Duration::from_secs(10);
 const TARGET_RSS_BYTES: f64 = 100e6;
+
+/// How often Prometheus scrapes in the second half of the steady-state window (its usual
+/// `scrape_interval`).
+const SCRAPE_INTERVAL: Duration = Duration::from_secs(15);
+
+/// Vigil's CPU in the two halves of the steady-state window.
+struct RestCpu {
+    quiet: Option<f64>,
+    quiet_took: Duration,
+    scraped: Option<f64>,
+    scraped_took: Duration,
+    scrapes: usize,
+}
+
+impl RestCpu {
+    fn describe(&self) -> String {
+        let share = |cpu: Option<f64>, took: Duration| {
+            cpu.map_or_else(
+                || "?".to_owned(),
+                |c| {
+                    format!(
+                        "{c:.2} s in {:.0} s = {:.3}% of one core",
+                        took.as_secs_f64(),
+                        100.0 * c / took.as_secs_f64().max(1e-9)
+                    )
+                },
+            )
+        };
+        format!(
+            "no request to Vigil: {}; /metrics scraped every {} s ({} scrapes): {}",
+            share(self.quiet, self.quiet_took),
+            SCRAPE_INTERVAL.as_secs(),
+            self.scrapes,
+            share(self.scraped, self.scraped_took)
+        )
+    }
+}
 
 /// Which Services exist, which are lame, and which CriticalService covers each.
 struct Layout {
@@ -291,7 +330,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             },
         ));
     }
-    let window = Duration::from_secs(args.steady_seconds);
+    let window = Duration::from_secs(2 * args.steady_seconds);
     let window_started = Instant::now();
     let writes_now = || {
         cr_writes.lock().map_or(0, |w| w.modified)
@@ -303,25 +342,54 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let at_steady = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
         .await
         .unwrap_or_default();
-    // Per sample: reconciles (None when /metrics did not answer) and writes since the last one.
+    // Two halves: the first with no request to Vigil at all (what the process spends on its
+    // own), the second with /metrics scraped every SCRAPE_INTERVAL, as Prometheus does. Per
+    // sample: reconciles (None when /metrics was not read) and writes since the last sample.
+    let half = Duration::from_secs(args.steady_seconds);
     let mut timeline: Vec<(Option<f64>, usize)> = Vec::new();
     let mut last_total = at_steady.reconciles.as_ref().map(Reconciles::total);
-    // A sample every 5 s, the last one when the window closes.
+    let quiet_cpu_start = vigil.child.cpu_seconds();
+    let mut scraped_cpu_start = None;
+    let mut next_scrape = window_started + half;
+    let mut scrapes_in_window = 0;
+    // A sample every 5 s, the last one when the window closes; a scrape when one is due.
     let mut k = 1;
     loop {
-        let until = (window_started + Duration::from_secs(5 * k)).min(window_started + window);
+        let until = (window_started + Duration::from_secs(5 * k))
+            .min(window_started + window)
+            .min(next_scrape.max(Instant::now()));
         tokio::time::sleep_until(until.into()).await;
-        let w = writes_now();
-        let m = reconciles(&vigil).await.ok().map(|m| m.total());
-        timeline.push((m.zip(last_total).map(|(m, l)| m - l), w - last_writes));
-        last_total = m.or(last_total);
-        last_writes = w;
+        if scraped_cpu_start.is_none() && until >= window_started + half {
+            scraped_cpu_start = Some((vigil.child.cpu_seconds(), Instant::now()));
+        }
+        let mut m = None;
+        if until >= next_scrape && until < window_started + window {
+            m = reconciles(&vigil).await.ok().map(|m| m.total());
+            scrapes_in_window += 1;
+            next_scrape += SCRAPE_INTERVAL;
+        }
+        if until >= window_started + Duration::from_secs(5 * k) || m.is_some() {
+            let w = writes_now();
+            timeline.push((m.zip(last_total).map(|(m, l)| m - l), w - last_writes));
+            last_total = m.or(last_total);
+            last_writes = w;
+        }
         if until >= window_started + window {
             break;
         }
-        k += 1;
+        if until >= window_started + Duration::from_secs(5 * k) {
+            k += 1;
+        }
     }
     let window_took = window_started.elapsed();
+    let end_cpu = vigil.child.cpu_seconds();
+    let rest_cpu = RestCpu {
+        quiet: diff(scraped_cpu_start.and_then(|(c, _)| c), quiet_cpu_start),
+        quiet_took: scraped_cpu_start.map_or(window_took, |(_, at)| at - window_started),
+        scraped: diff(end_cpu, scraped_cpu_start.and_then(|(c, _)| c)),
+        scraped_took: scraped_cpu_start.map_or(Duration::ZERO, |(_, at)| at.elapsed()),
+        scrapes: scrapes_in_window,
+    };
     // Events already on the wire when the window closes still count.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let at_end = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
@@ -554,7 +622,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         _ => say!("    reconciles:          ? (/metrics did not answer)"),
     }
     say!(
-        "    per 5 s:             reconciles [{}], writes [{}] (? = /metrics did not answer; the next figure covers both); the last write seen {} after start",
+        "    per sample:          reconciles [{}], writes [{}] (a sample every 5 s and at each scrape; ? = /metrics not read: never in the first half, then once every {} s; the next figure covers both); the last write seen {} after start",
         timeline
             .iter()
             .map(|v| fmt_opt_count(v.0))
@@ -565,6 +633,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             .map(|v| v.1.to_string())
             .collect::<Vec<_>>()
             .join(", "),
+        SCRAPE_INTERVAL.as_secs(),
         last_write.lock().ok().and_then(|l| *l).map_or_else(
             || "never".to_owned(),
             |t| format!(
@@ -596,6 +665,10 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             |c| format!("{:.1}%", 100.0 * c / window_took.as_secs_f64())
         ),
         fmt_opt(diff(at_end.sandbox_cpu, at_steady.sandbox_cpu))
+    );
+    say!(
+        "    CPU at rest:         {}   target ≤ 0.1% of one core with scrapes",
+        rest_cpu.describe()
     );
     say!(
         "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window; metrics/probe server: {} GETs, {} unanswered within {} s, slowest {:.2} s",

@@ -4,8 +4,9 @@
 //! warm standby and draining its fallbacks, each with Deployment-backed and bare pods, and fails
 //! on outcomes, never on durations: the fallback answered the Service's traffic (the web image
 //! names the pod that answered; Vigil's pods carry the fallback prefix) — in (c) before the real
-//! pod came, with bare pods, with the standby in every case — every run settled (the real pod
-//! back, Vigil's fallbacks retired), no request lost in (c) and (d), and in (a) and (b) no run
+//! pod came, in (e) (the Deployment scaled to zero), with bare pods, with the standby in every
+//! case — every run settled (the real pod back, Vigil's fallbacks retired), no request lost in
+//! (c) and (d), and in (a), (b) and (e) no run
 //! worse than no controller: no request failing later than kube-proxy's next sync after a real
 //! pod was back as a ready endpoint, which is when no controller's outage ends. That is judged
 //! inside each run, which carries its own control (see the bench's `support/paired.rs`), so no
@@ -14,7 +15,7 @@
 //! prints them side by side. Skips with a note unless `KUBE_NODE_NAME` is set (node-up.sh
 //! exports it). Needs the `vigil` binary beside `vigil-bench` (`cargo test --workspace` builds
 //! both) or at `$VIGIL_BIN` (CI's stage 3 points it at the release build). Takes about 2.5
-//! minutes: 16 runs of 5-12 s each, plus setup.
+//! minutes: 18 runs of 5-12 s each, plus setup.
 
 use std::process::Command;
 

@@ -1,5 +1,6 @@
-//! Finalizers, delete preconditions and garbage collection through ownerReferences
-//! (Foreground, Background and Orphan propagation; dependents with several owners).
+//! Finalizers, delete preconditions, a pod's graceful deletion cut short, and garbage collection
+//! through ownerReferences (Foreground, Background and Orphan propagation; dependents with
+//! several owners).
 //!
 //! Real clusters run the garbage collector in kube-controller-manager, so everything it does is
 //! awaited with a timeout.
@@ -7,7 +8,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{
     DeleteParams, Patch, PatchParams, PostParams, Preconditions, WatchEvent, WatchParams,
@@ -167,6 +168,74 @@ async fn finalizer_keeps_a_deleted_object_until_removed() {
         "removing the last finalizer must yield DELETED directly"
     );
     assert!(rv > rv_of(&patched));
+    env.cleanup().await;
+}
+
+/// A bound pod is deleted gracefully (its `terminationGracePeriodSeconds`); a second delete may
+/// only shorten the grace period, and moves `deletionTimestamp` by as much: `deletionTimestamp`
+/// less the grace period stays the time the deletion was asked for (kube-apiserver's
+/// `rest.BeforeDelete`). Cut to 0 (what a kubelet does once the pod stopped), a pod held by a
+/// finalizer stays until the finalizer goes. No kubelet runs here: the pod is bound by its
+/// `nodeName` to a node that does not exist, so nothing else finishes the deletion.
+#[tokio::test]
+async fn a_pods_graceful_deletion_cut_short_keeps_when_it_was_asked_for() {
+    let env = TestEnv::start().await.expect("test env");
+    let api = env.api::<Pod>();
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "graceful", "finalizers": [HOLD]},
+        "spec": {"nodeName": "conformance-nowhere", "terminationGracePeriodSeconds": 30,
+            "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
+    }))
+    .expect("pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create");
+    let deleting = |grace: Option<u32>| {
+        let api = api.clone();
+        async move {
+            let params = DeleteParams {
+                grace_period_seconds: grace,
+                ..DeleteParams::default()
+            };
+            api.delete("graceful", &params)
+                .await
+                .expect("delete")
+                .left()
+                .expect("a pod being deleted gracefully answers with the object")
+        }
+    };
+    let asked = |pod: &Pod| {
+        let at = pod
+            .metadata
+            .deletion_timestamp
+            .as_ref()
+            .expect("deletionTimestamp")
+            .0
+            .as_second();
+        let grace = pod
+            .metadata
+            .deletion_grace_period_seconds
+            .expect("deletionGracePeriodSeconds");
+        (at - grace, grace)
+    };
+    let first = deleting(None).await;
+    let (asked_at, grace) = asked(&first);
+    assert_eq!(grace, 30, "the pod's own grace period");
+    let shorter = deleting(Some(5)).await;
+    assert_eq!(asked(&shorter), (asked_at, 5), "shortened, the same start");
+    let longer = deleting(Some(20)).await;
+    assert_eq!(asked(&longer), (asked_at, 5), "a longer one is ignored");
+    let stopped = deleting(Some(0)).await;
+    assert_eq!(
+        asked(&stopped),
+        (asked_at, 0),
+        "cut to 0: held by the finalizer"
+    );
+    remove_finalizer(&api, "graceful", HOLD).await;
+    wait_until(GC_TIMEOUT, "the pod to be gone", || {
+        is_gone(&api, "graceful")
+    })
+    .await;
     env.cleanup().await;
 }
 

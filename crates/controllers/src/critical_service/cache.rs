@@ -1,7 +1,7 @@
 //! What the CriticalService controller caches, and how. Pods are the bulk of a cluster, and a
 //! k8s-openapi `Pod` reserves room for a whole `PodSpec` even when it is empty, so the caches do
 //! not hold the API's types: they hold *cached kinds* — [`CachedPod`], [`CachedService`],
-//! [`CachedSlice`] — that list and watch the same resources (kube's `Resource` derive inherits
+//! [`CachedSlice`], [`CachedReplicaSet`], [`CachedStatefulSet`] — that list and watch the same resources (kube's `Resource` derive inherits
 //! the real kind's group, version and plural) but deserialize only the fields the decision
 //! reads; the rest of each object is skipped by serde and never allocated. This module also
 //! files them in indexes, builds the caches ([`Sources`]) and turns entries into the decision's
@@ -9,6 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Pod, PodTemplate, Service, ServicePort};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::ObjectMeta;
@@ -211,6 +212,60 @@ impl CachedSlice {
     }
 }
 
+/// A ReplicaSet as cached: its uid and how many pods it wants. A pod it deletes is not
+/// replaced when it wants none (a Deployment scaled to zero), so no replacement is waited for.
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = ReplicaSet)]
+pub struct CachedReplicaSet {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<CachedReplicas>,
+}
+
+/// A StatefulSet as cached: its uid and how many pods it wants (see [`CachedReplicaSet`]).
+#[derive(Resource, Clone, Debug, Default, Deserialize)]
+#[resource(inherit = StatefulSet)]
+pub struct CachedStatefulSet {
+    pub metadata: ObjectMeta,
+    #[serde(default)]
+    pub spec: Option<CachedReplicas>,
+}
+
+/// `spec.replicas` of a workload (absent means 1, as the API defaults it).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct CachedReplicas {
+    #[serde(default)]
+    pub replicas: Option<i32>,
+}
+
+/// What the cache keeps of a workload: its uid (an owner reference names it by uid too) and
+/// the replicas it wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadEntry {
+    pub uid: Box<str>,
+    pub replicas: i32,
+}
+
+/// The entry kept for a workload, from its metadata and `spec.replicas`.
+fn workload_entry(metadata: &ObjectMeta, spec: Option<&CachedReplicas>) -> WorkloadEntry {
+    WorkloadEntry {
+        uid: metadata.uid.as_deref().unwrap_or_default().into(),
+        replicas: spec.and_then(|s| s.replicas).unwrap_or(1),
+    }
+}
+
+pub fn replica_set_entry(rs: &CachedReplicaSet) -> WorkloadEntry {
+    workload_entry(&rs.metadata, rs.spec.as_ref())
+}
+
+pub fn stateful_set_entry(sts: &CachedStatefulSet) -> WorkloadEntry {
+    workload_entry(&sts.metadata, sts.spec.as_ref())
+}
+
+/// Kinds of the workload controllers whose wanted replicas Vigil reads.
+pub const REPLICA_SET: &str = "ReplicaSet";
+pub const STATEFUL_SET: &str = "StatefulSet";
+
 /// Label linking an EndpointSlice to its Service.
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
@@ -246,7 +301,22 @@ pub fn fallback_key(critical_service: &str) -> String {
     format!("cr:{critical_service}")
 }
 
-/// Pods filed by label, and fallback pods by their CriticalService.
+/// Index key of the pods being deleted under the workload `kind` `namespace/name`.
+pub fn deleted_under_key(namespace: &str, kind: &str, name: &str) -> String {
+    format!("del:{namespace}/{kind}/{name}")
+}
+
+/// The controlling owner of a pod being deleted (a workload controller's pod), as
+/// (kind, name, uid); `None` for a pod not being deleted or with no controller.
+fn deleted_under(meta: &ObjectMeta) -> Option<(&str, &str, &str)> {
+    meta.deletion_timestamp.as_ref()?;
+    (meta.owner_references.iter().flatten())
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.kind.as_str(), o.name.as_str(), o.uid.as_str()))
+}
+
+/// Pods filed by label, fallback pods by their CriticalService, and pods being deleted by
+/// their workload (few at any time: a workload's change finds the Services they leave lame).
 pub fn pod_keys(pod: &CachedPod) -> Vec<String> {
     let ns = pod.namespace().unwrap_or_default();
     let labels = &pod.labels;
@@ -254,6 +324,9 @@ pub fn pod_keys(pod: &CachedPod) -> Vec<String> {
         .iter()
         .map(|(k, v)| pod_label_key(&ns, k, v))
         .chain(labels.get(CRITICAL_SERVICE_LABEL).map(fallback_key))
+        .chain(
+            deleted_under(&pod.metadata).map(|(kind, name, _)| deleted_under_key(&ns, kind, name)),
+        )
         .collect()
 }
 
@@ -425,8 +498,18 @@ pub struct PodEntry {
     /// When a pod with a controlling owner (a workload controller's) was deleted, in seconds:
     /// its `deletionTimestamp` less its grace period.
     pub deleted_under_controller: Option<i64>,
+    /// That owner, for a pod being deleted (one pointer for the others).
+    pub controller: Option<Box<ControllerRef>>,
     /// Vigil's own pods only (one pointer for the others, which are most of a cluster).
     pub own: Option<Box<OwnPodMarks>>,
+}
+
+/// The controlling owner of a pod being deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerRef {
+    pub kind: Box<str>,
+    pub name: Box<str>,
+    pub uid: Box<str>,
 }
 
 /// What is kept only of Vigil's own pods.
@@ -478,6 +561,13 @@ pub fn pod_entry(pod: &CachedPod) -> PodEntry {
                 (meta.owner_references.iter().flatten()).any(|o| o.controller == Some(true))
             })
             .map(|t| t.0.as_second() - meta.deletion_grace_period_seconds.unwrap_or(0)),
+        controller: deleted_under(meta).map(|(kind, name, uid)| {
+            Box::new(ControllerRef {
+                kind: kind.into(),
+                name: name.into(),
+                uid: uid.into(),
+            })
+        }),
         own: pod.labels.get(CRITICAL_SERVICE_LABEL).map(|_| {
             Box::new(OwnPodMarks {
                 node_name: (pod.spec.as_ref())
@@ -489,8 +579,14 @@ pub fn pod_entry(pod: &CachedPod) -> PodEntry {
     }
 }
 
-/// A cached pod as the decision's view.
-pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
+/// A cached pod as the decision's view; `controller_wants`: the replicas its workload wants
+/// now, for a pod being deleted whose workload is cached (see [`PodView::controller_wants`]).
+pub fn pod_view(
+    namespace: &str,
+    name: &str,
+    pod: &PodEntry,
+    controller_wants: Option<i32>,
+) -> PodView {
     PodView {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
@@ -508,6 +604,7 @@ pub fn pod_view(namespace: &str, name: &str, pod: &PodEntry) -> PodView {
         deleted_under_controller: pod
             .deleted_under_controller
             .and_then(|s| k8s_openapi::jiff::Timestamp::from_second(s).ok()),
+        controller_wants,
         node_name: (pod.own.as_ref())
             .and_then(|o| o.node_name.as_deref())
             .map(str::to_owned),
@@ -603,11 +700,15 @@ pub struct Sources {
     pub pods: CompactCache<CachedPod, PodEntry>,
     pub slices: CompactCache<CachedSlice, SliceEntry>,
     pub templates: Cache<PodTemplate>,
+    /// The workloads whose pods are replaced: how many they want tells a pod scaled away from
+    /// one that is coming back.
+    pub replica_sets: CompactCache<CachedReplicaSet, WorkloadEntry>,
+    pub stateful_sets: CompactCache<CachedStatefulSet, WorkloadEntry>,
 }
 
 impl Sources {
-    /// Builds the caches: Services, pods and EndpointSlices in the watched namespaces
-    /// (`None`: all), CriticalServices (cluster-scoped) and PodTemplates everywhere (a template
+    /// Builds the caches: Services, pods, EndpointSlices, ReplicaSets and StatefulSets in the
+    /// watched namespaces (`None`: all), CriticalServices (cluster-scoped) and PodTemplates everywhere (a template
     /// may live outside the watched namespaces, in `POD_TEMPLATE_NS`).
     pub fn new(runtime: &Runtime, namespaces: Option<&BTreeSet<String>>) -> Self {
         Self {
@@ -630,6 +731,10 @@ impl Sources {
             templates: (runtime.cache::<PodTemplate>().namespaces(None))
                 .slim(slim_template)
                 .build(),
+            replica_sets: (runtime.cache::<CachedReplicaSet>().namespaces(namespaces))
+                .build_compact(replica_set_entry),
+            stateful_sets: (runtime.cache::<CachedStatefulSet>().namespaces(namespaces))
+                .build_compact(stateful_set_entry),
         }
     }
 
@@ -640,6 +745,8 @@ impl Sources {
             self.pods.synced(),
             self.slices.synced(),
             self.templates.synced(),
+            self.replica_sets.synced(),
+            self.stateful_sets.synced(),
         ]
     }
 }
@@ -661,7 +768,7 @@ mod tests {
         }))
         .expect("a pod");
         slim_pod(&mut pod);
-        let view = pod_view("ns", "p", &pod_entry(&pod));
+        let view = pod_view("ns", "p", &pod_entry(&pod), None);
         assert!(view.ready);
         assert_eq!(view.ip.as_deref(), Some("10.0.0.1"));
         assert_eq!(view.owned_annotation.as_deref(), Some("owned"));
@@ -715,7 +822,7 @@ mod tests {
             }))
             .expect("a pod");
             slim_pod(&mut pod);
-            pod_view("ns", "p", &pod_entry(&pod)).deleted_under_controller
+            pod_view("ns", "p", &pod_entry(&pod), None).deleted_under_controller
         };
         let rs = |controller: bool| {
             serde_json::json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs",
@@ -730,6 +837,75 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_being_deleted_is_filed_by_its_workload_and_names_it() {
+        let pod = |deleting: bool| {
+            let mut metadata = serde_json::json!({"name": "p", "namespace": "ns",
+                "labels": {"app": "web"},
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Other", "name": "o", "uid": "o-uid"},
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d9",
+                        "uid": "rs-uid", "controller": true}]});
+            if deleting {
+                metadata["deletionTimestamp"] = "2026-01-01T00:00:30Z".into();
+            }
+            let mut pod: CachedPod =
+                serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                    "metadata": metadata}))
+                .expect("a pod");
+            slim_pod(&mut pod);
+            pod
+        };
+        let deleting = pod(true);
+        let key = deleted_under_key("ns", REPLICA_SET, "web-5d9");
+        assert!(
+            pod_keys(&deleting).contains(&key),
+            "{:?}",
+            pod_keys(&deleting)
+        );
+        let entry = pod_entry(&deleting);
+        let owner = entry.controller.as_deref().expect("its controller");
+        assert_eq!(
+            (&*owner.kind, &*owner.name, &*owner.uid),
+            ("ReplicaSet", "web-5d9", "rs-uid")
+        );
+        assert_eq!(
+            pod_view("ns", "p", &entry, Some(0)).controller_wants,
+            Some(0)
+        );
+        // A running pod costs neither an index key nor an owner record.
+        let running = pod(false);
+        assert!(!pod_keys(&running).contains(&key));
+        assert_eq!(pod_entry(&running).controller, None);
+    }
+
+    #[test]
+    fn a_workload_keeps_its_uid_and_wanted_replicas() {
+        let rs: CachedReplicaSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web-5d9", "namespace": "ns", "uid": "rs-uid"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}},
+        }))
+        .expect("a ReplicaSet");
+        assert_eq!(
+            replica_set_entry(&rs),
+            WorkloadEntry {
+                uid: "rs-uid".into(),
+                replicas: 0
+            }
+        );
+        let sts: CachedStatefulSet = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "namespace": "ns", "uid": "sts-uid"},
+            "spec": {"serviceName": "db", "selector": {}, "template": {}},
+        }))
+        .expect("a StatefulSet");
+        assert_eq!(stateful_set_entry(&sts).replicas, 1, "the API's default");
+        assert_eq!(CachedStatefulSet::plural(&()), "statefulsets");
+        assert_eq!(CachedReplicaSet::group(&()), "apps");
+    }
+
+    #[test]
     fn only_a_pod_on_its_first_start_keeps_its_creation_time() {
         let pod = |status: serde_json::Value| {
             let mut pod: CachedPod = serde_json::from_value(serde_json::json!({
@@ -740,7 +916,7 @@ mod tests {
             }))
             .expect("a pod");
             slim_pod(&mut pod);
-            pod_view("ns", "p", &pod_entry(&pod)).starting_since
+            pod_view("ns", "p", &pod_entry(&pod), None).starting_since
         };
         let waiting = |reason: &str, restarts: i32| {
             serde_json::json!({"phase": "Pending", "containerStatuses": [

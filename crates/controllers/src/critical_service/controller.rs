@@ -1,5 +1,6 @@
 //! The CriticalService controller's wiring: its lean caches, the triggers from Service, pod,
-//! EndpointSlice and PodTemplate changes, and the controller running [`reconcile`].
+//! EndpointSlice, PodTemplate, ReplicaSet and StatefulSet changes, and the controller running
+//! [`reconcile`].
 
 use std::sync::Arc;
 
@@ -7,7 +8,7 @@ use vigil_apis::{CriticalService, HasConditions as _};
 use vigil_runtime::Runtime;
 
 use super::apply::Writer;
-use super::cache::Sources;
+use super::cache::{self, Sources};
 pub use super::model::Settings;
 use super::observe::{self, Caches};
 use super::reconcile::{Context, reconcile};
@@ -24,8 +25,7 @@ pub const MAX_CONCURRENT_RECONCILES: u16 = 16;
 pub async fn run_on(runtime: Runtime, settings: Settings) {
     let sources = Sources::new(&runtime, settings.watched_namespaces.as_ref());
     let caches = Caches::new(&sources);
-    let synced = sources.synced();
-    super::metrics::report_lame_services(&runtime, caches.clone(), settings.clone(), synced);
+    super::metrics::report_lame_services(&runtime, &sources, caches.clone(), settings.clone());
     let (c, s) = (&caches, &settings);
     let context = Arc::new(Context {
         writer: Writer::new(runtime.clone()),
@@ -44,6 +44,14 @@ pub async fn run_on(runtime: Runtime, settings: Settings) {
         .watches(
             &sources.templates,
             observe::for_template(c.clone(), s.clone()),
+        )
+        .watches(
+            &sources.replica_sets,
+            observe::for_workload(c.clone(), s.clone(), cache::REPLICA_SET),
+        )
+        .watches(
+            &sources.stateful_sets,
+            observe::for_workload(c.clone(), s.clone(), cache::STATEFUL_SET),
         )
         .quarantine_condition(CriticalService::conditions)
         .run(reconcile, context)

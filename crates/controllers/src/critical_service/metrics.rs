@@ -4,25 +4,27 @@
 use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
+use futures::stream::{BoxStream, StreamExt as _};
 use kube::ResourceExt as _;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use vigil_runtime::Runtime;
-use vigil_runtime::cache::Synced;
+use vigil_runtime::cache::{Source as _, Synced};
 use vigil_runtime::leader::Leadership;
 
-use super::cache;
+use super::cache::{self, Sources};
 use super::lame;
 use super::model::{CriticalServiceView, Settings};
 use super::observe::{Caches, crs_covering, view};
 
 /// Registers `vigil_lame_services` and keeps it current until the runtime shuts down, once
-/// `synced` caches are.
+/// the caches are synced.
 pub(super) fn report_lame_services(
     runtime: &Runtime,
+    sources: &Sources,
     caches: Caches,
     settings: Settings,
-    synced: Vec<Synced>,
 ) {
     let gauge = Gauge::<i64>::default();
     runtime.metrics().register(
@@ -30,26 +32,40 @@ pub(super) fn report_lame_services(
         "Services with a selector and no ready endpoint that no CriticalService covers",
         gauge.clone(),
     );
+    // What can change the answer: a Service, an EndpointSlice, a CriticalService.
+    let changes = futures::stream::select_all([
+        sources.services.subscribe().map(|_| ()).boxed(),
+        sources.slices.subscribe().map(|_| ()).boxed(),
+        sources.crs.subscribe().map(|_| ()).boxed(),
+    ])
+    .boxed();
     runtime.spawn(report(
         caches,
         settings,
         gauge,
         runtime.leadership(),
-        synced,
+        sources.synced(),
+        changes,
     ));
 }
 
-/// How often lame, uncovered Services are looked for.
+/// The shortest time between two looks for lame, uncovered Services: changes that come faster
+/// (a rollout, churn) are looked at together.
 const LAME_REPORT_INTERVAL: Duration = Duration::from_secs(2);
 
 /// Logs Services that turn lame or answer again while no CriticalService covers them, and keeps
 /// `vigil_lame_services` current, as the article's first scripts did. Read-only: from the caches.
+/// It looks only after a change (a Service, an EndpointSlice or a CriticalService), at most once
+/// per [`LAME_REPORT_INTERVAL`]: a cluster at rest costs it nothing. (It looked every 2 s, each
+/// look going through every cached EndpointSlice: the largest part of Vigil's CPU at rest with
+/// 10,000 Services.)
 async fn report(
     caches: Caches,
     settings: Settings,
     gauge: Gauge<i64>,
     leadership: watch::Receiver<Leadership>,
     synced: Vec<Synced>,
+    mut changes: BoxStream<'static, ()>,
 ) {
     for cache in synced {
         if !cache.wait().await {
@@ -57,9 +73,8 @@ async fn report(
         }
     }
     let mut known = BTreeSet::new();
-    let mut tick = tokio::time::interval(LAME_REPORT_INTERVAL);
     loop {
-        tick.tick().await;
+        let looked = Instant::now();
         let now = lame_now(&caches, &settings);
         gauge.set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         // Only the leader logs, so a pair of replicas does not report everything twice.
@@ -73,6 +88,19 @@ async fn report(
             }
         }
         known = now;
+        // Wait for a change, then for the interval to end; the changes meanwhile are drained
+        // (the caches' feeds wait for their subscribers) and looked at together.
+        if changes.next().await.is_none() {
+            return;
+        }
+        let next = tokio::time::sleep_until(looked + LAME_REPORT_INTERVAL);
+        tokio::pin!(next);
+        loop {
+            tokio::select! {
+                () = &mut next => break,
+                change = changes.next() => if change.is_none() { return },
+            }
+        }
     }
 }
 

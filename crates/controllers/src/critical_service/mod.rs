@@ -58,6 +58,13 @@ pub const PERMISSIONS: &[permissions::Permission] = &[
         resources: &["services", "podtemplates"],
         verbs: &["list", "watch"],
     },
+    // Workloads: how many pods they want tells a pod scaled away (nothing replaces it) from
+    // one that is coming back.
+    permissions::Permission {
+        group: "apps",
+        resources: &["replicasets", "statefulsets"],
+        verbs: &["list", "watch"],
+    },
     // Fallback pods: created and deleted (with a uid precondition); warm standbys promoted by a
     // label patch (with a uid precondition too).
     permissions::Permission {

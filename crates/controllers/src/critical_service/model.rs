@@ -120,6 +120,10 @@ pub struct PodView {
     /// When a pod with a controlling owner (a workload controller: its replacement is on the
     /// way) was deleted, to the second: `deletionTimestamp` less the grace period.
     pub deleted_under_controller: Option<Timestamp>,
+    /// For such a pod, the replicas its workload (ReplicaSet, StatefulSet) wants now, when
+    /// Vigil caches it: `Some(0)` says the pod was scaled away and no replacement is coming.
+    /// `None` for another owner, or a workload not (yet) seen.
+    pub controller_wants: Option<i32>,
     /// `spec.nodeName` (kept for Vigil's own pods only, which its EndpointSlices list).
     pub node_name: Option<String>,
     /// When a draining pod of Vigil's left its Service's endpoints.

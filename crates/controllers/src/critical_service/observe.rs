@@ -1,7 +1,7 @@
 //! What one reconcile observes: the caches (lean, indexed), the look-ups that gather a
 //! CriticalService's decision inputs from them by index (never a scan of a whole cache), and the
-//! trigger mappers from Service, pod, EndpointSlice and PodTemplate changes to the
-//! CriticalServices they concern.
+//! trigger mappers from Service, pod, EndpointSlice, PodTemplate and workload (ReplicaSet,
+//! StatefulSet) changes to the CriticalServices they concern.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -16,6 +16,7 @@ use vigil_runtime::index::Index;
 
 use super::cache::{
     self, CachedPod, CachedService, CachedSlice, Labels, PodEntry, SliceEntry, Sources,
+    WorkloadEntry,
 };
 use super::decide::{covers, decide};
 use super::fallback::fallback_pod_name;
@@ -35,6 +36,8 @@ pub(super) struct Caches {
     pub(super) pods: CompactStore<PodEntry>,
     pub(super) slices: CompactStore<SliceEntry>,
     pub(super) templates: Store<PodTemplate>,
+    pub(super) replica_sets: CompactStore<WorkloadEntry>,
+    pub(super) stateful_sets: CompactStore<WorkloadEntry>,
     pub(super) cr_index: Index<CriticalService>,
     pub(super) service_index: Index<CachedService>,
     pub(super) pod_index: Index<CachedPod>,
@@ -50,6 +53,8 @@ impl Caches {
             pods: sources.pods.store().clone(),
             slices: sources.slices.store().clone(),
             templates: sources.templates.store().clone(),
+            replica_sets: sources.replica_sets.store().clone(),
+            stateful_sets: sources.stateful_sets.store().clone(),
             cr_index: sources.crs.index().clone(),
             service_index: sources.services.index().clone(),
             pod_index: sources.pods.index().clone(),
@@ -88,6 +93,56 @@ pub(super) fn for_template(
     settings: Settings,
 ) -> impl Fn(PodTemplate) -> Vec<ObjectRef<CriticalService>> + Send + Sync + 'static {
     move |t| crs_using_template(&caches.crs, &settings, &t)
+}
+
+/// Trigger mapper for a workload of `kind` (see [`crs_for_workload`]).
+pub(super) fn for_workload<K>(
+    caches: Caches,
+    settings: Settings,
+    kind: &'static str,
+) -> impl Fn(K) -> Vec<ObjectRef<CriticalService>> + Send + Sync + 'static
+where
+    K: kube::Resource,
+{
+    move |workload| crs_for_workload(&caches, &settings, kind, &workload)
+}
+
+/// A workload's change (a Deployment scaled to zero sets its ReplicaSet's replicas to 0)
+/// concerns the CriticalServices covering the Services that select its pods being deleted: the
+/// watch may bring the deletion before the change, and a Service then waiting for a
+/// replacement learns that none is coming. Other workloads (most events) find no such pod.
+pub(super) fn crs_for_workload<K: kube::Resource>(
+    caches: &Caches,
+    settings: &Settings,
+    kind: &str,
+    workload: &K,
+) -> Vec<ObjectRef<CriticalService>> {
+    let ns = workload.namespace().unwrap_or_default();
+    let key = cache::deleted_under_key(&ns, kind, &workload.name_any());
+    let mut out: HashSet<ObjectRef<CriticalService>> = HashSet::new();
+    for r in caches.pod_index.get(&key) {
+        if let Some(pod) = caches.pods.get(&compact::key(Some(&ns), &r.name)) {
+            for svc in services_selecting(caches, &ns, &pod.labels) {
+                out.extend(crs_covering(caches, settings, &cache::service_view(&svc)));
+            }
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// The replicas the workload of a pod being deleted wants now, when Vigil caches that workload
+/// (its uid checked: a workload re-created under the same name is another one).
+fn controller_wants(caches: &Caches, namespace: &str, pod: &PodEntry) -> Option<i32> {
+    let owner = pod.controller.as_deref()?;
+    let workloads = match &*owner.kind {
+        cache::REPLICA_SET => &caches.replica_sets,
+        cache::STATEFUL_SET => &caches.stateful_sets,
+        _ => return None,
+    };
+    workloads
+        .get(&compact::key(Some(namespace), &owner.name))
+        .filter(|w| w.uid == owner.uid)
+        .map(|w| w.replicas)
 }
 
 pub(super) fn view(cr: &CriticalService) -> CriticalServiceView {
@@ -368,7 +423,9 @@ pub(super) fn observe(caches: &Caches, settings: &Settings, cr: &CriticalService
         services,
         pods: pods
             .iter()
-            .map(|((ns, name), entry)| cache::pod_view(ns, name, entry))
+            .map(|((ns, name), entry)| {
+                cache::pod_view(ns, name, entry, controller_wants(caches, ns, entry))
+            })
             .collect(),
         slices: cache::slice_views(slices.iter().map(|s| s.as_ref())),
     }

@@ -191,6 +191,7 @@ mod tests {
             retiring_since: None,
             starting_since: None,
             deleted_under_controller: None,
+            controller_wants: None,
         }
     }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, PodTemplate, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::api::events::v1::Event as EventV1;
@@ -1090,6 +1091,125 @@ async fn an_activation_delay_rides_out_a_quick_replacement_but_not_an_outage() {
         "the fallback came {after:?} into the outage, before the 2 s delay"
     );
     finish(env, &[&cr]).await;
+}
+
+/// Case (e): a workload scaled to zero. Its ReplicaSet wants no pod, adopts the Service's pod
+/// and deletes it: nothing replaces that pod, so the fallback comes at once, without the wait
+/// for a replacement a deletion under a controller gets otherwise. The pod is held terminating
+/// by a finalizer, and the status never shows the Service `Lame` (waiting) on the way from
+/// Healthy to FallbackActive. (The ReplicaSet wants zero before it deletes anything, so the
+/// controller sees that before the deletion.) Runs on a real cluster too: the ReplicaSet
+/// controller there is kube-controller-manager's.
+#[tokio::test]
+async fn a_workload_scaled_to_zero_gets_its_fallback_without_waiting() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "scaled");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    let finalizer = "vigil.dev/test-hold";
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "labels": {"app": "web"}, "finalizers": [finalizer]},
+        "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
+            "ports": [{"name": "http", "containerPort": 8080}]}]}
+    }))
+    .expect("pod");
+    env.api::<Pod>()
+        .create(&PostParams::default(), &pod)
+        .await
+        .expect("create web-0");
+    env.wait_pod("web-0", true).await.expect("web-0 ready");
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+
+    let states = StatesSeen::start(&env, &cr, "web").await;
+    let replica_set: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0"}]}}}
+    }))
+    .expect("replica set");
+    env.api::<ReplicaSet>()
+        .create(&PostParams::default(), &replica_set)
+        .await
+        .expect("create the ReplicaSet");
+    wait_fallback_active(&env, &cr, "web", SETTLE_TIMEOUT).await;
+    let held = get_pod(&env, "web-0").await.expect("get web-0");
+    let owned = held.as_ref().is_some_and(|p| {
+        p.metadata.deletion_timestamp.is_some()
+            && p.owner_references()
+                .iter()
+                .any(|o| o.kind == "ReplicaSet" && o.controller == Some(true))
+    });
+    assert!(
+        owned,
+        "web-0 adopted and deleted by its ReplicaSet: {}",
+        describe(held.as_ref())
+    );
+    let seen = states.stop();
+    assert!(
+        !seen.contains(&ServiceState::Lame),
+        "no wait for a replacement that cannot come: {seen:?}"
+    );
+    env.api::<Pod>()
+        .patch(
+            "web-0",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release web-0");
+    finish(env, &[&cr]).await;
+}
+
+/// The states a CriticalService's status gives one Service, in order, while it runs.
+struct StatesSeen {
+    seen: Arc<Mutex<Vec<ServiceState>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl StatesSeen {
+    async fn start(env: &TestEnv, cr: &str, service: &str) -> Self {
+        let config = watcher::Config::default().fields(&format!("metadata.name={cr}"));
+        let mut events = watcher(crs(env), config).default_backoff().boxed();
+        let seen: Arc<Mutex<Vec<ServiceState>>> = Arc::default();
+        let (synced_tx, synced) = oneshot::channel();
+        let (record, service) = (Arc::clone(&seen), service.to_owned());
+        let task = tokio::spawn(async move {
+            let mut synced_tx = Some(synced_tx);
+            while let Some(event) = events.next().await {
+                let cr = match event {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = synced_tx.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    Ok(watcher::Event::Apply(cr) | watcher::Event::InitApply(cr)) => cr,
+                    _ => continue,
+                };
+                let state = (cr.status.iter().flat_map(|s| s.services.iter()))
+                    .find(|s| s.name == service)
+                    .map(|s| s.state);
+                let mut seen = record.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(state) = state
+                    && seen.last() != Some(&state)
+                {
+                    seen.push(state);
+                }
+            }
+        });
+        synced.await.expect("watch on the CriticalService synced");
+        Self { seen, task }
+    }
+
+    fn stop(self) -> Vec<ServiceState> {
+        self.task.abort();
+        self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// One CriticalService matching several Services: each lame one gets exactly one fallback, the

@@ -818,9 +818,18 @@ pub fn delete(
         obj["status"] = json!({"phase": "Terminating"});
         return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
     }
+    let pending_grace = obj
+        .pointer("/metadata/deletionGracePeriodSeconds")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     if let Some(grace) = grace.filter(|g| *g > 0) {
         // A pod on a node gets time to stop; the kubelet removes it.
         if already_deleting {
+            // Only a shorter grace period may be asked for.
+            if grace < pending_grace {
+                shorten_grace(&mut obj, pending_grace, grace);
+                return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
+            }
             return Ok(Deleted::Pending(old));
         }
         let at = chrono::Utc::now() + chrono::Duration::seconds(grace);
@@ -842,13 +851,9 @@ pub fn delete(
         return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
     }
     if !finalizers.is_empty() {
-        let pending_grace = obj
-            .pointer("/metadata/deletionGracePeriodSeconds")
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
         if already_deleting && grace == Some(0) && pending_grace > 0 {
             // The kubelet has stopped the pod: only the finalizers hold it now.
-            meta::set_meta(&mut obj, "deletionGracePeriodSeconds", json!(0));
+            shorten_grace(&mut obj, pending_grace, 0);
             return Ok(Deleted::Pending(commit_marked(state, info, obj, opts)));
         }
         if already_deleting {
@@ -866,6 +871,27 @@ pub fn delete(
         Some(gone) => Ok(Deleted::Now(gone)),
         None => Err(ApiError::not_found(&info.group, &info.resource, name)),
     }
+}
+
+/// A graceful deletion cut short, as kube-apiserver does it (`rest.BeforeDelete`): the grace
+/// period becomes `grace` and `deletionTimestamp` moves by the difference, so that
+/// `deletionTimestamp` less the grace period stays the time the deletion was asked for (what
+/// clients read it as: a pod's deletion under its controller, for one).
+fn shorten_grace(obj: &mut Value, pending: i64, grace: i64) {
+    let at = obj
+        .pointer("/metadata/deletionTimestamp")
+        .and_then(Value::as_str)
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.with_timezone(&chrono::Utc));
+    if let Some(at) = at {
+        let moved = at - chrono::Duration::seconds(pending) + chrono::Duration::seconds(grace);
+        meta::set_meta(
+            obj,
+            "deletionTimestamp",
+            json!(moved.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        );
+    }
+    meta::set_meta(obj, "deletionGracePeriodSeconds", json!(grace));
 }
 
 fn commit_marked(

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Actions, Observed, pod_ref};
+use super::actions::{Actions, pod_ref};
+use super::look::Observed;
 use crate::critical_service::model::{
     CRITICAL_SERVICE_LABEL, FALLBACK_ROLE_LABEL, Inputs, MANAGED_BY_LABEL, PodView,
     RETIRING_SINCE_ANNOTATION, ROLE_ACTIVE, ROLE_RETIRING, Relabel, SERVICE_LABEL, about_pod,
@@ -85,7 +86,7 @@ pub(super) fn start(
 /// had (a standby's `active`; none for the fallback), and no drain time.
 pub(super) fn reselect(observed: &Observed<'_>, pod: &PodView, actions: &mut Actions) {
     let service = observed.service;
-    let mut labels = super::selected_by(service);
+    let mut labels = super::lifecycle::selected_by(service);
     let was_standby = observed.standby_names.contains(&pod.name);
     labels.insert(
         FALLBACK_ROLE_LABEL.into(),

@@ -2,7 +2,8 @@
 //! standby each Service's slices should list, and how, and the writes that make the cached
 //! slices say so. Only what differs is written (the slice's hash annotation tells).
 
-use super::{Actions, Observed, usable_template};
+use super::actions::{Actions, usable_template};
+use super::look::Observed;
 use crate::critical_service::model::{Inputs, PodView, SliceWrite};
 use crate::critical_service::standby_slice::{Listing, standby_slice};
 

@@ -3,15 +3,18 @@
 //! status does).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
 use vigil_apis::critical_service::{
     CoveredService, CriticalServiceStatus, ServiceState, StandbyState,
 };
 use vigil_runtime::conditions::{self, NewCondition, Status};
 
+use super::actions::Problem;
+use super::look::warm_standby;
 use super::{
-    DEGRADED, Inputs, MESSAGE_LIST_LIMIT, Problem, READY, REASON_ALL_ANSWERING, REASON_AS_EXPECTED,
+    DEGRADED, Inputs, MESSAGE_LIST_LIMIT, READY, REASON_ALL_ANSWERING, REASON_AS_EXPECTED,
     REASON_SERVICES_LAME, REASON_STANDBYS_MISSING, REASON_STANDBYS_READY, REASON_STANDBYS_STARTING,
-    STANDBY_READY, warm_standby,
+    STANDBY_READY,
 };
 
 /// The full status: entries, counts, and the conditions updated from the previous ones.
@@ -204,4 +207,23 @@ fn list(items: &[String], separator: &str) -> String {
 /// A count for the status (which holds `u32`), saturating instead of wrapping.
 fn count_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// When the Service entered `state`: kept from its previous entry if the state is the same, so an
+/// unchanged world gives an unchanged status.
+pub(super) fn since(before: Option<&CoveredService>, state: ServiceState, now: Timestamp) -> Time {
+    before
+        .filter(|b| b.state == state)
+        .and_then(|b| b.since.clone())
+        .unwrap_or(Time(stored_now(now)))
+}
+
+/// `now` rounded up to a whole second, as a new `since` is written. The API keeps a `Time` to
+/// the second (`metav1.Time`), so a `since` written with its fraction comes back up to a second
+/// earlier than the change it marks, and an activation delay measured from it would run out up
+/// to a second early (a 1 s delay almost at once). Rounded up, it comes back unchanged and never
+/// earlier than the change: the delay runs out on time or less than a second late, never early.
+pub(super) fn stored_now(now: Timestamp) -> Timestamp {
+    let up = i64::from(now.subsec_nanosecond() > 0);
+    Timestamp::from_second(now.as_second().saturating_add(up)).unwrap_or(now)
 }

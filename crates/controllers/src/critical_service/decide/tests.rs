@@ -1,10 +1,22 @@
 //! The decision's unit tests: worlds built by hand, plans checked.
 
 use super::*;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::jiff::Timestamp;
+use vigil_apis::critical_service::StandbyState;
+
+use super::look::is_vigils;
+use crate::critical_service::model::{
+    CRITICAL_SERVICE_LABEL, FALLBACK_ROLE_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNED_VALUE,
+    PodRef, PodView, ROLE_ACTIVE, ROLE_RETIRING, ROLE_STANDBY, Relabel, SERVICE_LABEL, SliceWrite,
+    TemplateKey, TemplateLookup,
+};
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use vigil_apis::critical_service::LabelMatch;
 use vigil_runtime::conditions;
@@ -136,6 +148,7 @@ fn real_pod(name: &str, app: &str, ready: bool) -> PodView {
         retiring_since: None,
         starting_since: None,
         deleted_under_controller: None,
+        controller_wants: None,
     }
 }
 
@@ -163,6 +176,7 @@ fn view_of(pod: &Pod, ready: bool) -> PodView {
         retiring_since: None,
         starting_since: None,
         deleted_under_controller: None,
+        controller_wants: None,
     }
 }
 
@@ -1643,6 +1657,35 @@ fn a_replacement_not_seen_yet_is_waited_for_after_a_controlled_pod_is_deleted() 
     let plan = world.pass();
     assert!(plan.create.is_empty());
     assert_eq!(plan.requeue_after, Some(Duration::from_millis(2_700)));
+}
+
+#[test]
+fn a_pod_scaled_away_is_not_waited_for() {
+    // Case (e): its ReplicaSet wants no pod any more (the Deployment was scaled to zero).
+    let mut world = World::new();
+    world.pods.push(PodView {
+        controller_wants: Some(0),
+        ..deleted_under_controller(1_000)
+    });
+    let plan = world.pass();
+    assert_eq!(
+        plan.create.len(),
+        1,
+        "nothing replaces it: the fallback now"
+    );
+    assert_eq!(plan.requeue_after, None);
+    // A workload that still wants a pod is making its replacement: waited for, as is a
+    // workload Vigil does not know (not cached yet, or another kind of owner).
+    for wants in [Some(1), Some(3), None] {
+        let mut world = World::new();
+        world.pods.push(PodView {
+            controller_wants: wants,
+            ..deleted_under_controller(1_000)
+        });
+        let plan = world.pass();
+        assert!(plan.create.is_empty(), "wants {wants:?}: {:?}", plan.create);
+        assert_eq!(plan.requeue_after, Some(REPLACEMENT_APPEARS));
+    }
 }
 
 #[test]
