@@ -32,19 +32,32 @@ pub(super) fn report_lame_services(
         "Services with a selector and no ready endpoint that no CriticalService covers",
         gauge.clone(),
     );
-    // What can change the answer: a Service, an EndpointSlice, a CriticalService.
-    let changes = futures::stream::select_all([
-        sources.services.subscribe().map(|_| ()).boxed(),
-        sources.slices.subscribe().map(|_| ()).boxed(),
-        sources.crs.subscribe().map(|_| ()).boxed(),
-    ])
-    .boxed();
+    // What can change the answer: a Service, an EndpointSlice, a CriticalService. Subscribed to
+    // once the caches are synced, never before: a cache's feed waits for every subscriber, and a
+    // subscriber that does not drain its queue while the cache lists would keep it from syncing.
+    let (services, slices, crs) = (
+        sources.services.clone(),
+        sources.slices.clone(),
+        sources.crs.clone(),
+    );
+    let changes = move || {
+        futures::stream::select_all([
+            services.subscribe().map(|_| ()).boxed(),
+            slices.subscribe().map(|_| ()).boxed(),
+            crs.subscribe().map(|_| ()).boxed(),
+        ])
+        .boxed()
+    };
     runtime.spawn(report(
         caches,
         settings,
         gauge,
         runtime.leadership(),
-        sources.synced(),
+        sources
+            .synced()
+            .into_iter()
+            .chain([sources.crs.synced()])
+            .collect(),
         changes,
     ));
 }
@@ -65,13 +78,15 @@ async fn report(
     gauge: Gauge<i64>,
     leadership: watch::Receiver<Leadership>,
     synced: Vec<Synced>,
-    mut changes: BoxStream<'static, ()>,
+    changes: impl FnOnce() -> BoxStream<'static, ()>,
 ) {
     for cache in synced {
         if !cache.wait().await {
             return;
         }
     }
+    // Every change from here on is seen: the first look below comes after it.
+    let mut changes = changes();
     let mut known = BTreeSet::new();
     loop {
         let looked = Instant::now();

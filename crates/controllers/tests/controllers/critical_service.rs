@@ -1212,6 +1212,42 @@ impl StatesSeen {
     }
 }
 
+/// A controller starting on more Services than a cache feed's queue holds (1,024) comes up and
+/// acts: nothing that subscribes to a feed (the lame-Services report) may hold its queue full
+/// while the cache lists, or the cache never syncs. (The report once subscribed before the sync
+/// and drained only after it: at 10,000 Services Vigil never made its first reconcile.)
+#[tokio::test]
+async fn a_controller_starting_on_thousands_of_services_comes_up() {
+    let env = TestEnv::start_with(TestEnvOptions::with_kubelet())
+        .await
+        .expect("env");
+    let services = env.api::<Service>();
+    let created = futures::stream::iter(0..1_100)
+        .map(|i| {
+            let services = services.clone();
+            async move {
+                let service: Service = serde_json::from_value(json!({
+                    "metadata": {"name": format!("bulk-{i}")},
+                    "spec": {"clusterIP": "None", "ports": [{"port": 80}]}
+                }))
+                .expect("service");
+                services.create(&PostParams::default(), &service).await
+            }
+        })
+        .buffer_unordered(16)
+        .collect::<Vec<_>>()
+        .await;
+    assert!(created.iter().all(Result::is_ok), "1,100 Services created");
+    let _controller = start_controller(&env).await;
+    let cr = unique(&env, "bulk");
+    create_template(&env).await;
+    create_service(&env, "web", &[("critical", "true")]).await;
+    ready_pod(&env, "web-0", "web").await;
+    create_cr(&env, &cr, &[("critical", "true")], None).await;
+    wait_healthy(&env, &cr, "web").await;
+    finish(env, &[&cr]).await;
+}
+
 /// One CriticalService matching several Services: each lame one gets exactly one fallback, the
 /// healthy one and a Service it does not match get none, and the status lists all it covers.
 #[tokio::test]
