@@ -4,13 +4,16 @@
 //!
 //! Files:
 //! - `model.rs`: settings, the views the decision reads, the [`model::Plan`] it returns;
-//! - `decide.rs`: the pure decision (no clock, no I/O; its status and conditions in
-//!   `decide/status.rs`, the draining of retiring fallbacks in `decide/drain.rs`, Vigil's
-//!   EndpointSlices of warm standbys in `decide/slices.rs`, its unit tests in `decide/tests.rs`),
-//!   with `fallback.rs` (how a fallback or standby pod is built from its template),
+//! - `decide.rs`: the pure decision (no clock, no I/O), the policy top to bottom, with a page per
+//!   concern under `decide/`: what one Service looks like (`look.rs`), the waits before a fallback
+//!   (`replacement.rs`), a fallback's life (`lifecycle.rs`), warm standbys (`standby.rs`), the
+//!   drain (`drain.rs`), Vigil's EndpointSlices of standbys (`slices.rs`), the writes gathered
+//!   (`actions.rs`), the status (`status.rs`), its unit tests (`tests.rs`); with `fallback.rs` (how a fallback or standby pod is built from its template),
 //!   `standby_slice.rs` (the EndpointSlice listing a standby) and `lame.rs` (which uncovered
 //!   Services are lame);
-//! - `cache.rs`: the shape of the lean caches (slim objects, compact entries, index keys);
+//! - `cache.rs`: the shape of the lean caches (slim objects, compact entries, index keys), pods,
+//!   Services, EndpointSlices and the ReplicaSets and StatefulSets whose wanted replicas say
+//!   whether a deleted pod comes back;
 //! - `observe.rs`: look-ups in the caches that gather a decision's inputs, and the trigger
 //!   mappers;
 //! - `apply.rs`: the writes a plan asks for (pods, status, Events), only what differs;
