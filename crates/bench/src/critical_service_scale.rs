@@ -18,7 +18,10 @@
 //!    for each half, the first with no request to Vigil at all, the second with `/metrics`
 //!    scraped every 15 s (its reconciles), as Prometheus does. Vigil has no API request metric: its LISTs are inferred (kube-runtime watchers
 //!    list only when they start or must re-list, which they log at debug level, enabled here).
-//! 4. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's.
+//! 4. Churn (`--churn-seconds`, see `churn.rs`): a probe Service's last pod deleted once a second
+//!    and the fallback timed, at rest and then while `--churn-rate` pods a second are deleted
+//!    and replaced; Vigil's reconciles, work queue depth, requests, CPU and RSS meanwhile.
+//! 5. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's.
 //!
 //! Figures only: nothing is asserted; what Vigil did wrong is listed under "anomalies".
 
@@ -51,6 +54,8 @@ use crate::support::temp::TempFile;
 use crate::support::usage::{CLK_TCK, cpu_seconds, rss_mib};
 use crate::support::vigil::ChildLog;
 
+mod churn;
+
 #[derive(Debug, clap::Args)]
 pub struct ScaleBench {
     /// Services (`svc-<j>`, selector `app=svc-<j>`).
@@ -72,6 +77,17 @@ pub struct ScaleBench {
     /// How long to wait for steady state before measuring the window anyway, in seconds.
     #[arg(long, default_value_t = 600)]
     settle_timeout_seconds: u64,
+    /// Length of the churn after the window at rest, in seconds (0: none): pod deletions with
+    /// their replacements at `--churn-rate`, and a probe Service's last pod deleted once a second
+    /// (see `critical_service_scale/churn.rs`).
+    #[arg(long, default_value_t = 60)]
+    churn_seconds: u64,
+    /// Pod deletions a second during the churn (each with its replacement).
+    #[arg(long, default_value_t = 100)]
+    churn_rate: u32,
+    /// Probe Services (cut down to one pod each), one probed a second at rest then under churn.
+    #[arg(long, default_value_t = 30)]
+    probes: usize,
     /// Also write `vigil run`'s log (stderr) to this file.
     #[arg(long, value_name = "FILE")]
     vigil_log: Option<PathBuf>,
@@ -398,10 +414,42 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let pod_writes = all_pods.lock().map(|w| w.clone()).unwrap_or_default();
     let (peak, now) = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
     let (sandbox_peak, sandbox_now) = rss_mib(sandbox_pid).unwrap_or((0.0, 0.0));
-    let vigil_exited = vigil.child.exited_note();
     for task in &tasks {
         task.abort();
     }
+
+    // 4. Churn.
+    let churn = if args.churn_seconds > 0 {
+        eprintln!(
+            "churn: {} s at {} pod deletions/s, {} probe Services",
+            args.churn_seconds, args.churn_rate, args.probes
+        );
+        let settings = churn::ChurnSettings {
+            seconds: args.churn_seconds,
+            rate: args.churn_rate,
+            probes: args.probes,
+            concurrency: args.concurrency,
+        };
+        match churn::run(
+            &sandbox.url,
+            &client,
+            &vigil,
+            &layout,
+            &settings,
+            watch_errors.clone(),
+        )
+        .await
+        {
+            Ok(report) => Some(report),
+            Err(e) => {
+                anomalies.push(format!("the churn failed: {e:#}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let vigil_exited = vigil.child.exited_note();
 
     // Anomalies.
     if let Some(note) = &settle.failure {
@@ -670,6 +718,9 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         "    CPU at rest:         {}   target ≤ 0.1% of one core with scrapes",
         rest_cpu.describe()
     );
+    for line in churn.iter().flat_map(churn::ChurnReport::lines) {
+        say!("{line}");
+    }
     say!(
         "  vigil run:            peak RSS {peak:.1} MiB = {:.1} MB (VmHWM)   target < 100 MB {}; now {now:.1} MiB; CPU {} s in all: {} s to steady state, {} s in the window; metrics/probe server: {} GETs, {} unanswered within {} s, slowest {:.2} s",
         peak * 1024.0 * 1024.0 / 1e6,
@@ -709,12 +760,15 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         }
     }
     say!(
-        "  reproduce:            target/release/vigil-bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {}",
+        "  reproduce:            target/release/vigil-bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {} --churn-seconds {} --churn-rate {} --probes {}",
         args.services,
         args.pods,
         args.critical_services,
         args.concurrency,
-        args.steady_seconds
+        args.steady_seconds,
+        args.churn_seconds,
+        args.churn_rate,
+        args.probes
     );
     say!(
         "  total runtime:        {:.1} s",

@@ -164,6 +164,7 @@ impl<K: Clone + Send + 'static> Feed<K> {
         runtime: &Runtime,
         kind: String,
         optional: bool,
+        permission_optional: bool,
         events: impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send + 'static,
     ) -> Self {
         let (synced_tx, synced) = watch::channel(false);
@@ -190,6 +191,13 @@ impl<K: Clone + Send + 'static> Feed<K> {
                     Some(Err(error)) if optional && is_not_served(&error) => {
                         if !synced_tx.send_replace(true) {
                             tracing::info!(%kind, "kind not served (CRD not installed?): its cache stays empty until it is");
+                        }
+                    }
+                    // A kind the controller can do without, that it may not list (RBAC): synced,
+                    // and empty until the permission is granted (the watch keeps retrying).
+                    Some(Err(error)) if permission_optional && is_forbidden(&error) => {
+                        if !synced_tx.send_replace(true) {
+                            tracing::warn!(%kind, "no permission to list this kind: its cache stays empty until it is granted");
                         }
                     }
                     // A kind the controller cannot do without: a user must act, so say what
@@ -224,6 +232,11 @@ impl<K: Clone + Send + 'static> Feed<K> {
         });
         feed
     }
+}
+
+/// Whether a watch error says the controller may not list the kind (its list answered 403).
+fn is_forbidden(error: &watcher::Error) -> bool {
+    matches!(error, watcher::Error::InitialListFailed(kube::Error::Api(status)) if status.code == 403)
 }
 
 /// Whether a watch error says the API does not serve the kind (its list answered 404).
@@ -386,6 +399,7 @@ pub struct CacheBuilder<K> {
     slim: fn(&mut K),
     keys: KeysOf<K>,
     optional: bool,
+    permission_optional: bool,
 }
 
 impl Runtime {
@@ -402,6 +416,7 @@ impl Runtime {
             slim: |_| {},
             keys: |_| Vec::new(),
             optional: false,
+            permission_optional: false,
         }
     }
 }
@@ -433,6 +448,16 @@ impl<K: Cached> CacheBuilder<K> {
         self
     }
 
+    /// For a kind the controller can do without (it only sharpens a decision): while its list
+    /// answers 403 (the installed RBAC does not grant it yet, e.g. an older chart running a
+    /// newer image), the cache counts as synced and empty, with a warning, instead of keeping
+    /// the controller unready. Its watch keeps retrying with backoff, so granting the
+    /// permission later fills it.
+    pub fn permission_optional(mut self) -> Self {
+        self.permission_optional = true;
+        self
+    }
+
     /// Starts the cache (its watch starts now) and returns it.
     pub fn build(self) -> Cache<K> {
         let (store, writer) = reflector::store();
@@ -442,6 +467,7 @@ impl<K: Cached> CacheBuilder<K> {
             &self.runtime,
             format!("{} ({})", K::kind(&()), K::api_version(&())),
             self.optional,
+            self.permission_optional,
             reflector::reflector(writer, events),
         );
         Cache { store, index, feed }
@@ -459,6 +485,7 @@ impl<K: Cached> CacheBuilder<K> {
             &self.runtime,
             format!("{} ({})", K::kind(&()), K::api_version(&())),
             self.optional,
+            self.permission_optional,
             events,
         );
         CompactCache { store, index, feed }

@@ -731,9 +731,13 @@ impl Sources {
             templates: (runtime.cache::<PodTemplate>().namespaces(None))
                 .slim(slim_template)
                 .build(),
+            // Without them (RBAC not granted yet: an older chart's rules), a pod scaled away is
+            // waited for as any other: the controller stays ready.
             replica_sets: (runtime.cache::<CachedReplicaSet>().namespaces(namespaces))
+                .permission_optional()
                 .build_compact(replica_set_entry),
             stateful_sets: (runtime.cache::<CachedStatefulSet>().namespaces(namespaces))
+                .permission_optional()
                 .build_compact(stateful_set_entry),
         }
     }
