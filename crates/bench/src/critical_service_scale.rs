@@ -873,29 +873,20 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
 
     let phase = Instant::now();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    in_parallel("pods (created and made Ready)", layout.pods(), args.concurrency, |p| {
-        let pods = pods.clone();
-        let (j, k) = layout.pod(p);
-        async move {
-            let name = format!("svc-{j}-{k}");
-            let pod: Pod = serde_json::from_value(json!({
-                "metadata": {"name": name, "labels": {"app": format!("svc-{j}")}},
-                "spec": {"nodeName": "scale-node", "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
-            }))?;
-            pods.create(&PostParams::default(), &pod)
-                .await
-                .with_context(|| format!("creating pod {name}"))?;
-            let ip = format!("10.{}.{}.{}", 1 + p / 65_536, (p / 256) % 256, p % 256);
-            let status = json!({"status": {
-                "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-                "conditions": [{"type": "Ready", "status": "True"}]
-            }});
-            pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
-                .await
-                .with_context(|| format!("making pod {name} Ready"))?;
-            Ok(())
-        }
-    })
+    in_parallel(
+        "pods (created and made Ready)",
+        layout.pods(),
+        args.concurrency,
+        |p| {
+            let pods = pods.clone();
+            let (j, k) = layout.pod(p);
+            async move {
+                let ip = format!("10.{}.{}.{}", 1 + p / 65_536, (p / 256) % 256, p % 256);
+                create_ready_pod(&pods, j, &format!("svc-{j}-{k}"), &ip).await?;
+                Ok(())
+            }
+        },
+    )
     .await?;
     let pods_took = phase.elapsed();
 
@@ -953,6 +944,26 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
         slice_count,
         total: started.elapsed(),
     })
+}
+
+/// Creates pod `name` of Service `svc-<j>` (bound to a node no kubelet runs) and makes it Ready
+/// with `ip` by writing its status, as a kubelet would report it.
+async fn create_ready_pod(pods: &Api<Pod>, j: usize, name: &str, ip: &str) -> anyhow::Result<()> {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"app": format!("svc-{j}")}},
+        "spec": {"nodeName": "scale-node", "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
+    }))?;
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .with_context(|| format!("creating pod {name}"))?;
+    let status = json!({"status": {
+        "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": "True"}]
+    }});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .with_context(|| format!("making pod {name} Ready"))?;
+    Ok(())
 }
 
 /// Runs `count` requests with `concurrency` in flight, printing progress on stderr.

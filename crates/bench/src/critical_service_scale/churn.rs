@@ -24,10 +24,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
-use serde_json::json;
+use kube::api::{Api, DeleteParams, ListParams, WatchEvent};
 
-use super::{Layout, MANAGED_BY, NS, Vigil, current_rv, fallback_name, reconciles, spawn_watch};
+use super::{
+    Layout, MANAGED_BY, NS, Vigil, create_ready_pod, current_rv, fallback_name, reconciles,
+    spawn_watch,
+};
 use crate::support::client::own_client;
 use crate::support::fmt::{diff, fmt_opt};
 use crate::support::metrics::samples;
@@ -215,29 +217,15 @@ async fn delete_now(pods: &Api<Pod>, name: &str) -> anyhow::Result<()> {
     }
 }
 
-/// Creates pod `name` of Service `svc-<j>` and makes it Ready (IP from `seq`).
+/// Creates pod `name` of Service `svc-<j>`, Ready, with an IP from `seq` (apart from setup's).
 async fn create_ready(pods: &Api<Pod>, j: usize, name: &str, seq: usize) -> anyhow::Result<()> {
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"app": format!("svc-{j}")}},
-        "spec": {"nodeName": "scale-node", "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
-    }))?;
-    pods.create(&PostParams::default(), &pod)
-        .await
-        .with_context(|| format!("creating pod {name}"))?;
     let ip = format!(
         "10.{}.{}.{}",
         200 + (seq / 65_536) % 50,
         (seq / 256) % 256,
         seq % 256
     );
-    let status = json!({"status": {
-        "phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
-        "conditions": [{"type": "Ready", "status": "True"}]
-    }});
-    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
-        .await
-        .with_context(|| format!("making pod {name} Ready"))?;
-    Ok(())
+    create_ready_pod(pods, j, name, &ip).await
 }
 
 /// Deletes the last pod of probe Service `svc-<j>` and times its fallback's ADDED event; then
