@@ -26,6 +26,7 @@ COPY crates/sandbox/Cargo.toml crates/sandbox/
 COPY crates/testenv/Cargo.toml crates/testenv/
 COPY crates/vault/Cargo.toml crates/vault/
 COPY crates/vigil/Cargo.toml crates/vigil/
+COPY crates/workspace-hack/Cargo.toml crates/workspace-hack/
 RUN for crate in crates/*/; do mkdir -p "$crate/src" && touch "$crate/src/lib.rs"; done \
  && rm crates/vigil/src/lib.rs && echo 'fn main() {}' > crates/vigil/src/main.rs \
  && cargo build --release --locked -p vigil \
