@@ -21,7 +21,10 @@
 //! 4. Churn (`--churn-seconds`, see `churn.rs`): a probe Service's last pod deleted once a second
 //!    and the fallback timed, at rest and then while `--churn-rate` pods a second are deleted
 //!    and replaced; Vigil's reconciles, work queue depth, requests, CPU and RSS meanwhile.
-//! 5. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's.
+//! 5. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's; the RSS per cached object above
+//!    an idle `vigil run` (the same flags on a second, empty sandbox, measured before the main
+//!    run); and the start-up floor: how long the sandbox takes to serve the LISTs Vigil's caches
+//!    start with (the bench lists them itself, before Vigil starts), beside `/readyz`.
 //!
 //! Figures only: nothing is asserted; what Vigil did wrong is listed under "anomalies".
 
@@ -88,6 +91,10 @@ pub struct ScaleBench {
     /// Probe Services (cut down to one pod each), one probed a second at rest then under churn.
     #[arg(long, default_value_t = 30)]
     probes: usize,
+    /// Share of the healthy Services no CriticalService covers (no `cs` label), in percent: their
+    /// pods are cached and churned like the others, but need no fallback and wake no reconcile.
+    #[arg(long, default_value_t = 10)]
+    uncovered_percent: usize,
     /// Also write `vigil run`'s log (stderr) to this file.
     #[arg(long, value_name = "FILE")]
     vigil_log: Option<PathBuf>,
@@ -157,6 +164,8 @@ struct Layout {
     healthy: Vec<usize>,
     /// Services without pods.
     lame: Vec<usize>,
+    /// Healthy Services that no CriticalService covers.
+    uncovered: HashSet<usize>,
     /// Per CriticalService: Services covered, fallbacks due.
     expected: Vec<(u32, u32)>,
 }
@@ -166,8 +175,18 @@ impl Layout {
         let is_lame = |j: usize| j % 100 == (j / 100) % 100;
         let (lame, healthy): (Vec<usize>, Vec<usize>) =
             (0..args.services).partition(|j| is_lame(*j));
+        // The last `uncovered_percent` of every block of 100, lame ones excepted (they are what
+        // the CriticalServices are for).
+        let uncovered: HashSet<usize> = healthy
+            .iter()
+            .copied()
+            .filter(|j| j % 100 >= 100 - args.uncovered_percent.min(100))
+            .collect();
         let mut expected = vec![(0u32, 0u32); args.critical_services];
         for j in 0..args.services {
+            if uncovered.contains(&j) {
+                continue;
+            }
             let e = &mut expected[j % args.critical_services];
             e.0 += 1;
             if is_lame(j) {
@@ -180,8 +199,14 @@ impl Layout {
             per_service: args.pods / args.services,
             healthy,
             lame,
+            uncovered,
             expected,
         }
+    }
+
+    /// Whether a CriticalService covers Service `j`.
+    fn covered(&self, j: usize) -> bool {
+        !self.uncovered.contains(&j)
     }
 
     fn pods(&self) -> usize {
@@ -299,6 +324,10 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             },
         ));
     }
+    // What start-up cannot beat: the sandbox's LISTs of what Vigil caches; and what memory
+    // Vigil needs with nothing cached, for the cost per cached object.
+    let floor = list_floor(&client).await;
+    let idle = idle_rss(&args).await;
     // Let the watches be established before Vigil's clock starts.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -517,8 +546,9 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let watcher_before = at_steady.watcher_lines;
 
     say!(
-        "vigil-bench critical-service-scale: {} Services, {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
+        "vigil-bench critical-service-scale: {} Services ({} covered by none), {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
         layout.services,
+        layout.uncovered.len(),
         layout.pods(),
         layout.per_service,
         layout.lame.len(),
@@ -574,9 +604,17 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         metrics_logged.as_secs_f64()
     );
     say!(
-        "    /readyz 200 (every cache synced):    {}",
+        "    /readyz 200 (every cache synced):    {}   target ≤ 3 s",
         secs(settle.ready)
     );
+    match &floor {
+        Ok((took, objects)) => say!(
+            "      the sandbox's LIST floor:          {:.2} s: the bench listing the {} objects Vigil caches (pods, Services, EndpointSlices, CriticalServices), at once and in pages of {WATCHER_PAGE}, as Vigil's watchers do; /readyz minus this is Vigil's own",
+            took.as_secs_f64(),
+            fmt_count(*objects as f64)
+        ),
+        Err(e) => say!("      the sandbox's LIST floor:          ? ({e:#})"),
+    }
     say!(
         "    first fallback ADDED:                {}",
         secs(settle.first_fallback)
@@ -737,6 +775,21 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         HTTP_TIMEOUT.as_secs(),
         scrapes.slowest.as_secs_f64()
     );
+    match (&idle, &floor) {
+        (Ok((idle_peak, idle_ready)), Ok((_, objects))) if *objects > 0 => {
+            let per = |mib: f64| (mib - idle_peak) * 1024.0 / *objects as f64;
+            say!(
+                "    per cached object:   {:.2} KiB at steady state ({:.1} MiB), {:.2} KiB at the peak, above the idle process ({idle_peak:.1} MiB peak: the same `vigil run` on an empty sandbox, ready in {:.2} s), over {} objects   target ≤ 1 KiB",
+                per(rss_at_steady.1),
+                rss_at_steady.1,
+                per(peak),
+                idle_ready.as_secs_f64(),
+                fmt_count(*objects as f64)
+            );
+        }
+        (Err(e), _) => say!("    per cached object:   ? (the idle process: {e:#})"),
+        _ => say!("    per cached object:   ? (no LIST floor to count the objects)"),
+    }
     say!(
         "  vigil log:            {} WARN, {} ERROR lines; {} kube_runtime::watcher lines{}",
         log.warnings,
@@ -795,8 +848,9 @@ struct Setup {
     total: Duration,
 }
 
-async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::Result<Setup> {
-    let started = Instant::now();
+/// Namespace `scale`, the CriticalService CRD (served) and the default PodTemplate: what Vigil
+/// needs to start, with nothing to cache.
+async fn base_setup(client: &Client) -> anyhow::Result<()> {
     let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &namespace)
@@ -828,6 +882,13 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
         )
         .await
         .context("creating the PodTemplate")?;
+    Ok(())
+}
+
+async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::Result<Setup> {
+    let started = Instant::now();
+    base_setup(client).await?;
+    let crs: Api<CriticalService> = Api::all(client.clone());
     let base = started.elapsed();
 
     let phase = Instant::now();
@@ -852,10 +913,14 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
     in_parallel("Services", layout.services, args.concurrency, |j| {
         let services = services.clone();
-        let cs = format!("cs-{}", j % layout.crs);
+        let labels = if layout.covered(j) {
+            json!({"cs": format!("cs-{}", j % layout.crs)})
+        } else {
+            json!({})
+        };
         async move {
             let svc: Service = serde_json::from_value(json!({
-                "metadata": {"name": format!("svc-{j}"), "labels": {"cs": cs}},
+                "metadata": {"name": format!("svc-{j}"), "labels": labels},
                 "spec": {
                     "selector": {"app": format!("svc-{j}")},
                     "ports": [{"name": "http", "port": 80, "targetPort": 8080}]
@@ -1030,6 +1095,19 @@ async fn settle(
 ) -> anyhow::Result<Settle> {
     let deadline = spawned + Duration::from_secs(args.settle_timeout_seconds);
     let expected: HashSet<String> = layout.lame.iter().map(|j| fallback_name(*j)).collect();
+    // /readyz on a poll of its own, every 20 ms: the poll below comes every 500 ms.
+    let mut readyz = {
+        let addr = vigil.child.metrics_addr.clone();
+        tokio::spawn(async move {
+            while Instant::now() < deadline {
+                if matches!(http_get(&addr, "/readyz").await, Ok((200, _))) {
+                    return Some(Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            None
+        })
+    };
     let mut out = Settle {
         ready: None,
         first_fallback: None,
@@ -1049,8 +1127,12 @@ async fn settle(
     let mut list_error: Option<String>;
     loop {
         tick.tick().await;
-        if out.ready.is_none() && matches!(vigil.get("/readyz").await, Ok((200, _))) {
-            out.ready = Some(spawned.elapsed());
+        if out.ready.is_none() && readyz.is_finished() {
+            out.ready = (&mut readyz)
+                .await
+                .ok()
+                .flatten()
+                .map(|at| at.saturating_duration_since(spawned));
         }
         let list = crs.list(&ListParams::default()).await;
         let at = spawned.elapsed();
@@ -1547,6 +1629,78 @@ where
 // The `vigil run` child.
 
 /// `vigil run` as a child process (see `support::vigil`), and how its metrics server answered.
+/// How fast the sandbox serves what Vigil's caches list when they start: pods, Services and
+/// EndpointSlices of the namespace and the CriticalServices, all at once and in pages of
+/// [`WATCHER_PAGE`], as kube-runtime's watchers list them. `/readyz` cannot answer before this.
+async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
+    async fn all<K>(api: Api<K>) -> anyhow::Result<usize>
+    where
+        K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let mut count = 0;
+        let mut params = ListParams::default().limit(WATCHER_PAGE as u32);
+        loop {
+            let page = api.list(&params).await?;
+            count += page.items.len();
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(next) => params = params.continue_token(&next),
+                None => return Ok(count),
+            }
+        }
+    }
+    let started = Instant::now();
+    let (pods, services, slices, crs) = tokio::try_join!(
+        all(Api::<Pod>::namespaced(client.clone(), NS)),
+        all(Api::<Service>::namespaced(client.clone(), NS)),
+        all(Api::<EndpointSlice>::namespaced(client.clone(), NS)),
+        all(Api::<CriticalService>::all(client.clone())),
+    )?;
+    Ok((started.elapsed(), pods + services + slices + crs))
+}
+
+/// Vigil's RSS with nothing to cache: the same `vigil run` against a second sandbox holding only
+/// what it needs to start ([`base_setup`]), read a second after `/readyz` answers. The scale's
+/// RSS above it is what the cached objects cost.
+async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
+    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
+        "vigil-bench-critical-service-scale-idle-{}.kubeconfig",
+        std::process::id()
+    )));
+    let path = kubeconfig
+        .0
+        .to_str()
+        .context("temp dir path is not UTF-8")?;
+    let sandbox = spawn_sandbox(&["--no-kubelet", "--kubeconfig-out", path]).await?;
+    let client = Client::try_from(kube::Config::new(
+        sandbox.url.parse().context("sandbox URL")?,
+    ))?;
+    base_setup(&client).await?;
+    let log = ChildLog {
+        rust_log: args.vigil_rust_log.clone(),
+        copy: None,
+    };
+    let spawned = Instant::now();
+    let mut vigil = Vigil {
+        child: crate::support::vigil::spawn_vigil_with(&kubeconfig.0, &vigil_flags(), log).await?,
+        scrapes: Arc::default(),
+    };
+    loop {
+        if matches!(vigil.get("/readyz").await, Ok((200, _))) {
+            break;
+        }
+        anyhow::ensure!(
+            spawned.elapsed() < Duration::from_secs(60),
+            "the idle vigil run was not ready within 60 s{}",
+            vigil.child.exited_note()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let ready = spawned.elapsed();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (peak, _) = rss_mib(vigil.pid()).context("the idle vigil run's RSS")?;
+    Ok((peak, ready))
+}
+
 struct Vigil {
     child: crate::support::vigil::Vigil,
     scrapes: Arc<Mutex<Scrapes>>,
@@ -1572,18 +1726,22 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
         rust_log: args.vigil_rust_log.clone(),
         copy,
     };
-    let flags = [
+    Ok(Vigil {
+        child: crate::support::vigil::spawn_vigil_with(kubeconfig, &vigil_flags(), log).await?,
+        scrapes: Arc::default(),
+    })
+}
+
+/// `vigil run`'s flags in this bench (beside the kubeconfig, metrics address and election).
+fn vigil_flags() -> [&'static str; 6] {
+    [
         "--controllers",
         "criticalservice",
         "--namespaces",
         NS,
         "--pod-template-ns",
         NS,
-    ];
-    Ok(Vigil {
-        child: crate::support::vigil::spawn_vigil_with(kubeconfig, &flags, log).await?,
-        scrapes: Arc::default(),
-    })
+    ]
 }
 
 impl Vigil {

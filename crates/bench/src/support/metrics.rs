@@ -61,6 +61,10 @@ pub(crate) struct Reconciles {
     pub(crate) time_count: f64,
     /// `rest_client_requests_total` by `method`: every request Vigil's client made.
     pub(crate) requests: BTreeMap<String, f64>,
+    /// `workqueue_queue_duration_seconds` sum and count: how long keys waited in the work
+    /// queues before a worker took them.
+    pub(crate) queue_sum: f64,
+    pub(crate) queue_count: f64,
 }
 
 impl Reconciles {
@@ -75,6 +79,8 @@ impl Reconciles {
                 "controller_runtime_reconcile_errors_total" => out.errors += sample.value,
                 "controller_runtime_reconcile_time_seconds_sum" => out.time_sum += sample.value,
                 "controller_runtime_reconcile_time_seconds_count" => out.time_count += sample.value,
+                "workqueue_queue_duration_seconds_sum" => out.queue_sum += sample.value,
+                "workqueue_queue_duration_seconds_count" => out.queue_count += sample.value,
                 "rest_client_requests_total" => {
                     let method = sample.label("method").unwrap_or_default().to_owned();
                     *out.requests.entry(method).or_default() += sample.value;
@@ -99,6 +105,22 @@ impl Reconciles {
         } else {
             "n/a".to_owned()
         }
+    }
+
+    /// Since `before`: the mean wait in the work queues and the mean reconcile, in ms (`None`
+    /// for a mean of nothing).
+    pub(crate) fn means_since(&self, before: &Self) -> (Option<f64>, Option<f64>) {
+        let mean = |sum: f64, count: f64| (count > 0.0).then(|| 1000.0 * sum / count);
+        (
+            mean(
+                self.queue_sum - before.queue_sum,
+                self.queue_count - before.queue_count,
+            ),
+            mean(
+                self.time_sum - before.time_sum,
+                self.time_count - before.time_count,
+            ),
+        )
     }
 
     /// "N (GET a, POST b, …)": the requests Vigil's client made since `before`.
@@ -174,5 +196,20 @@ mod tests {
             r.breakdown_since(&Reconciles::default()),
             " (error 1, success 7; reconcile_errors_total +1)"
         );
+    }
+
+    #[test]
+    fn means_queue_waits_and_reconciles_over_a_window() {
+        let before = Reconciles::parse(BODY);
+        let after = Reconciles::parse(
+            "controller_runtime_reconcile_time_seconds_sum{controller=\"criticalservice\"} 0.9\n\
+             controller_runtime_reconcile_time_seconds_count{controller=\"criticalservice\"} 12\n\
+             workqueue_queue_duration_seconds_sum{name=\"criticalservice\"} 0.2\n\
+             workqueue_queue_duration_seconds_count{name=\"criticalservice\"} 4\n",
+        );
+        let (queue, reconcile) = after.means_since(&before);
+        assert_eq!(queue.map(f64::round), Some(50.0));
+        assert_eq!(reconcile.map(f64::round), Some(100.0));
+        assert_eq!(before.means_since(&before), (None, None));
     }
 }
