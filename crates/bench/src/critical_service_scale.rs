@@ -235,19 +235,8 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let began = Instant::now();
     let layout = Layout::new(&args);
     let mut anomalies: Vec<String> = Vec::new();
-    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-critical-service-scale-{}.kubeconfig",
-        std::process::id()
-    )));
-    let kubeconfig_arg = kubeconfig
-        .0
-        .to_str()
-        .context("temp dir path is not UTF-8")?;
-    let sandbox = spawn_sandbox(&["--no-kubelet", "--kubeconfig-out", kubeconfig_arg]).await?;
+    let (sandbox, kubeconfig, client) = bench_sandbox("").await?;
     let sandbox_pid = sandbox.process.id().context("sandbox pid")?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
 
     // 1. Setup.
     let setup = setup(&args, &layout, &client).await?;
@@ -1658,12 +1647,13 @@ async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
     Ok((started.elapsed(), pods + services + slices + crs))
 }
 
-/// Vigil's RSS with nothing to cache: the same `vigil run` against a second sandbox holding only
-/// what it needs to start ([`base_setup`]), read a second after `/readyz` answers. The scale's
-/// RSS above it is what the cached objects cost.
-async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
+/// A `vigil sandbox --no-kubelet` of the bench's own (killed on drop), its kubeconfig (removed
+/// on drop; `tag` tells two apart) and a client on it.
+async fn bench_sandbox(
+    tag: &str,
+) -> anyhow::Result<(crate::support::sandbox::Child, TempFile, Client)> {
     let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-critical-service-scale-idle-{}.kubeconfig",
+        "vigil-bench-critical-service-scale{tag}-{}.kubeconfig",
         std::process::id()
     )));
     let path = kubeconfig
@@ -1674,6 +1664,14 @@ async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
     let client = Client::try_from(kube::Config::new(
         sandbox.url.parse().context("sandbox URL")?,
     ))?;
+    Ok((sandbox, kubeconfig, client))
+}
+
+/// Vigil's RSS with nothing to cache: the same `vigil run` against a second sandbox holding only
+/// what it needs to start ([`base_setup`]), read a second after `/readyz` answers. The scale's
+/// RSS above it is what the cached objects cost.
+async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
+    let (_sandbox, kubeconfig, client) = bench_sandbox("-idle").await?;
     base_setup(&client).await?;
     let log = ChildLog {
         rust_log: args.vigil_rust_log.clone(),
