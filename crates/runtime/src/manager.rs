@@ -37,6 +37,12 @@ use crate::metrics::Metrics;
 use crate::signals::ShutdownSignals;
 use crate::watches::SharedWatches;
 
+/// The `/readyz` check that holds readiness until [`Manager::run_until`] starts: the server is
+/// bound at build, before the controllers are added, and a process whose controllers have not
+/// registered their checks yet must not count as ready (controller-runtime starts its probe
+/// server only in `Start` for the same reason).
+pub const STARTED_CHECK: &str = "started";
+
 /// Where controllers report their readiness, and why they are not ready: `/readyz`.
 type ReadySink = Arc<dyn Fn(&str, bool, Option<String>) + Send + Sync>;
 
@@ -364,6 +370,10 @@ impl ManagerBuilder {
         let watches = SharedWatches::new(client.clone());
         watches.register_metrics(&metrics);
         let health = Health::new();
+        health.set_not_ready(
+            STARTED_CHECK,
+            Some("the manager has not started its controllers yet".to_owned()),
+        );
         let (stop, stopped) = watch::channel(false);
         let server = match self.metrics_addr {
             Some(addr) => {
@@ -515,6 +525,8 @@ impl Manager {
     pub async fn run_until(self, signal: impl Future<Output = ()>) {
         let names: Vec<&str> = self.controllers.iter().map(|(n, _)| n.as_str()).collect();
         tracing::info!(controllers = ?names, "running");
+        // Every controller is added, so each one's check is registered: readiness is theirs now.
+        self.health.set_ready(STARTED_CHECK, true);
         let mut controllers = AbortOnDrop(self.controllers);
         signal.await;
         tracing::info!("shutting down: finishing in-flight work");

@@ -168,3 +168,61 @@ async fn server_stops_when_shutdown_resolves() {
         "listener closed"
     );
 }
+
+/// The Manager binds its probe server when it is built, before its controllers are added: until
+/// it runs them, `/readyz` must not pass, even when no controller has registered a check yet or
+/// every registered one is already ready.
+#[tokio::test]
+async fn readyz_fails_until_the_manager_runs_its_controllers() {
+    // Nothing here reaches the API server: no cache is built.
+    let nowhere = kube::Config::new("http://127.0.0.1:9".parse().expect("a URL"));
+    let client = kube::Client::try_from(nowhere).expect("a client");
+    let mut manager = vigil_runtime::Manager::for_client("test", client)
+        .metrics_addr("127.0.0.1:0".parse().expect("an address"))
+        .build()
+        .await
+        .expect("a manager");
+    let addr = manager.metrics_addr().expect("probes served");
+
+    let before = get(addr, "/readyz").await;
+    assert_eq!(before.status, 503, "{before:?}");
+    assert!(
+        before
+            .body
+            .contains("[-]started not ready: the manager has not started its controllers yet"),
+        "{before:?}"
+    );
+
+    manager.add("quick", |rt| async move {
+        rt.set_ready("quick", true);
+        rt.shutdown().await;
+    });
+    // The controller is ready at once; the manager still has not run it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let added = get(addr, "/readyz").await;
+    assert_eq!(added.status, 503, "{added:?}");
+    assert!(added.body.contains("[+]quick ok"), "{added:?}");
+
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
+    let deadline = tokio::time::Instant::now() + STEP;
+    let running_now = loop {
+        let now = get(addr, "/readyz").await;
+        if now.status == 200 || tokio::time::Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(running_now.status, 200, "{running_now:?}");
+    assert!(
+        running_now.body.contains("[+]started ok\n[+]quick ok\n"),
+        "{running_now:?}"
+    );
+    let _ = stop.send(());
+    timeout(STEP, running)
+        .await
+        .expect("the manager stops")
+        .expect("the manager's task");
+}
