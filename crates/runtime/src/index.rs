@@ -36,12 +36,15 @@ impl<K> Clone for Index<K> {
 /// An object's id and its keys.
 type Entry = (Box<str>, Vec<Box<str>>);
 
+/// Each id and each key is stored once and shared (`Arc<str>`): an index of 50,000 pods holds
+/// every pod's id in its `keys` and again in the set of each of its keys, and every key again
+/// per pod filed under it; as separate strings those copies were most of its memory.
 #[derive(Default)]
 struct State {
     /// key → objects ("namespace/name", or "name" when cluster-scoped).
-    by_key: HashMap<Box<str>, HashSet<Box<str>>>,
-    /// object → its keys, to unfile it when it changes or goes.
-    keys: HashMap<Box<str>, Vec<Box<str>>>,
+    by_key: HashMap<Arc<str>, HashSet<Arc<str>>>,
+    /// object → its keys (the same strings as `by_key`'s), to unfile it when it changes or goes.
+    keys: HashMap<Arc<str>, Box<[Arc<str>]>>,
     /// Objects of a relist in progress, with their keys.
     relist: Option<Vec<Entry>>,
 }
@@ -51,11 +54,11 @@ impl State {
         let Some(keys) = self.keys.remove(id) else {
             return;
         };
-        for key in keys {
-            if let Some(ids) = self.by_key.get_mut(&key) {
+        for key in keys.iter() {
+            if let Some(ids) = self.by_key.get_mut(&**key) {
                 ids.remove(id);
                 if ids.is_empty() {
-                    self.by_key.remove(&key);
+                    self.by_key.remove(&**key);
                 }
             }
         }
@@ -63,15 +66,25 @@ impl State {
 
     fn file(&mut self, id: Box<str>, keys: Vec<Box<str>>) {
         self.unfile(&id);
-        for key in &keys {
-            self.by_key
-                .entry(key.clone())
-                .or_default()
-                .insert(id.clone());
+        if keys.is_empty() {
+            return;
         }
-        if !keys.is_empty() {
-            self.keys.insert(id, keys);
-        }
+        let id: Arc<str> = Arc::from(id);
+        let keys: Box<[Arc<str>]> = keys
+            .into_iter()
+            .map(|key| {
+                let key = match self.by_key.get_key_value(&*key) {
+                    Some((shared, _)) => shared.clone(),
+                    None => Arc::from(key),
+                };
+                self.by_key
+                    .entry(key.clone())
+                    .or_default()
+                    .insert(id.clone());
+                key
+            })
+            .collect();
+        self.keys.insert(id, keys);
     }
 }
 
@@ -229,6 +242,27 @@ mod tests {
         assert_eq!(names(&index, "a/app=web"), ["gone"]);
         index.apply(&watcher::Event::InitDone);
         assert_eq!(names(&index, "a/app=web"), ["kept"]);
+    }
+
+    #[test]
+    fn ids_and_keys_are_stored_once() {
+        let index = Index::new(by_app);
+        for name in ["p1", "p2", "p3"] {
+            index.apply(&watcher::Event::Apply(pod("a", name, "web")));
+        }
+        // A change re-files the pod under the key already stored.
+        index.apply(&watcher::Event::Apply(pod("a", "p2", "web")));
+        let state = index.state.read().expect("the state");
+        let (key, ids) = state.by_key.get_key_value("a/app=web").expect("filed");
+        assert_eq!(state.keys.len(), 3);
+        for (id, keys) in &state.keys {
+            assert!(
+                Arc::ptr_eq(&keys[0], key),
+                "{id}: its key is the shared one"
+            );
+            let filed = ids.get(&**id).expect("filed under its key");
+            assert!(Arc::ptr_eq(filed, id), "{id}: one copy of its id");
+        }
     }
 
     #[test]

@@ -133,7 +133,7 @@ pub(super) fn crs_for_workload<K: kube::Resource>(
 /// The replicas the workload of a pod being deleted wants now, when Vigil caches that workload
 /// (its uid checked: a workload re-created under the same name is another one).
 fn controller_wants(caches: &Caches, namespace: &str, pod: &PodEntry) -> Option<i32> {
-    let owner = pod.controller.as_deref()?;
+    let owner = pod.controller()?;
     let workloads = match &*owner.kind {
         cache::REPLICA_SET => &caches.replica_sets,
         cache::STATEFUL_SET => &caches.stateful_sets,
