@@ -3,13 +3,14 @@
 //! 50,000 pods and 1,000 CriticalServices reach steady state in under 10 s, Vigil's peak RSS stays
 //! under 100 MB, and in steady state Vigil makes no writes and no LIST beyond its watches' start.
 //!
-//! 1. Setup, before Vigil runs: `vigil sandbox --no-kubelet` (a child) gets namespace `scale`, the
+//! 1. Setup, before Vigil runs: the API server (`vigil sandbox --no-kubelet`, a child; or with
+//!    `--real` upstream kube-apiserver 1.28, see `server.rs`) gets namespace `scale`, the
 //!    CRD, the default PodTemplate, CriticalServices `cs-<i>` (each covering label `cs=cs-<i>`),
 //!    Services `svc-<j>` (selector `app=svc-<j>`, label `cs=cs-<j mod CRs>`) and their pods, made
 //!    Ready by writing pod status directly (phase Running, podIP, Ready True) as `bench endpoints`
 //!    does. A deterministic 1% of the Services (`j mod 100 == (j / 100) mod 100`: one in every
 //!    block of 100, each covered by a different CriticalService) get no pods: they are lame and
-//!    need a fallback. Setup ends once the sandbox's EndpointSlices list every pod.
+//!    need a fallback. Setup ends once the server's EndpointSlices list every pod.
 //! 2. `vigil run` starts (a child); steady state is reached when every lame Service has its
 //!    fallback pod (a watch on Vigil's pods) and every CriticalService's status is at its
 //!    generation with the right counts (a list of the CriticalServices every 500 ms).
@@ -21,9 +22,9 @@
 //! 4. Churn (`--churn-seconds`, see `churn.rs`): a probe Service's last pod deleted once a second
 //!    and the fallback timed, at rest and then while `--churn-rate` pods a second are deleted
 //!    and replaced; Vigil's reconciles, work queue depth, requests, CPU and RSS meanwhile.
-//! 5. Vigil's peak RSS (VmHWM) and CPU time, and the sandbox's; the RSS per cached object above
+//! 5. Vigil's peak RSS (VmHWM) and CPU time, and the server's; the RSS per cached object above
 //!    an idle `vigil run` (the same flags on a second, empty sandbox, measured before the main
-//!    run); and the start-up floor: how long the sandbox takes to serve the LISTs Vigil's caches
+//!    run); and the start-up floor: how long the server takes to serve the LISTs Vigil's caches
 //!    start with (the bench lists them itself, before Vigil starts), beside `/readyz`.
 //!
 //! Figures only: nothing is asserted; what Vigil did wrong is listed under "anomalies".
@@ -45,19 +46,19 @@ use kube::{Client, CustomResourceExt as _, Resource, ResourceExt as _};
 use serde_json::json;
 use vigil_apis::CriticalService;
 
-use crate::support::client::own_client;
 use crate::support::fmt::diff;
 use crate::support::fmt::fmt_count;
 use crate::support::fmt::fmt_opt;
 use crate::support::fmt::fmt_opt_count;
 use crate::support::http::{HTTP_TIMEOUT, http_get};
 use crate::support::metrics::Reconciles;
-use crate::support::sandbox::spawn_sandbox;
-use crate::support::temp::TempFile;
-use crate::support::usage::{CLK_TCK, cpu_seconds, rss_mib};
+use crate::support::usage::{CLK_TCK, rss_mib};
 use crate::support::vigil::ChildLog;
 
 mod churn;
+mod server;
+
+use server::{NODE, Server};
 
 #[derive(Debug, clap::Args)]
 pub struct ScaleBench {
@@ -101,6 +102,17 @@ pub struct ScaleBench {
     /// `RUST_LOG` of `vigil run` (kube-runtime's watcher logs its watch and list errors at debug).
     #[arg(long, default_value = "info,kube_runtime::watcher=debug")]
     vigil_rust_log: String,
+    /// Run on upstream kube-apiserver and kube-controller-manager 1.28 with etcd (`up.sh` of
+    /// `--kube-dir`, stopped at the end) instead of a `vigil sandbox`.
+    #[arg(long)]
+    real: bool,
+    /// The real control plane's folder (its `up.sh` and `down.sh`).
+    #[arg(long, default_value = "../shared/kube")]
+    kube_dir: PathBuf,
+    /// The real API server's port; etcd listens on it − 4064 (peer − 4063), the controller
+    /// manager on it + 14, so one already running on other ports is left alone.
+    #[arg(long, default_value_t = 26453)]
+    apiserver_port: u16,
 }
 
 const NS: &str = "scale";
@@ -233,13 +245,24 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         "need services >= critical-services > 0, pods >= services, concurrency > 0"
     );
     let began = Instant::now();
-    let layout = Layout::new(&args);
+    let server = if args.real {
+        Server::real(&args.kube_dir, args.apiserver_port).await?
+    } else {
+        Server::sandbox("").await?
+    };
+    // Stopped whatever happened (the real control plane does not stop on drop).
+    let result = run_on(&args, &server, began).await;
+    server.stop().await;
+    result
+}
+
+async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::Result<()> {
+    let layout = Layout::new(args);
     let mut anomalies: Vec<String> = Vec::new();
-    let (sandbox, kubeconfig, client) = bench_sandbox("").await?;
-    let sandbox_pid = sandbox.process.id().context("sandbox pid")?;
+    let client = server.client()?;
 
     // 1. Setup.
-    let setup = setup(&args, &layout, &client).await?;
+    let setup = setup(args, &layout, server, &client).await?;
 
     // The bench's watches, from before Vigil starts, each on its own connection.
     let watch_errors: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -258,7 +281,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     {
         let managed = format!("{MANAGED_BY}=vigil");
         let rv = current_rv(&pods, &ListParams::default().labels(&managed)).await?;
-        let api: Api<Pod> = Api::namespaced(own_client(&sandbox.url)?, NS);
+        let api: Api<Pod> = Api::namespaced(server.client()?, NS);
         let (seen, expected) = (fallbacks.clone(), expected_fallbacks.clone());
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -277,7 +300,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     }
     {
         let rv = current_rv(&crs, &ListParams::default()).await?;
-        let api: Api<CriticalService> = Api::all(own_client(&sandbox.url)?);
+        let api: Api<CriticalService> = Api::all(server.client()?);
         let writes = cr_writes.clone();
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -296,7 +319,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     }
     {
         let rv = current_rv(&events, &ListParams::default()).await?;
-        let api: Api<KubeEvent> = Api::all(own_client(&sandbox.url)?);
+        let api: Api<KubeEvent> = Api::all(server.client()?);
         let writes = event_writes.clone();
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -313,18 +336,18 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             },
         ));
     }
-    // What start-up cannot beat: the sandbox's LISTs of what Vigil caches; and what memory
+    // What start-up cannot beat: the server's LISTs of what Vigil caches; and what memory
     // Vigil needs with nothing cached, for the cost per cached object.
     let floor = list_floor(&client).await;
-    let idle = idle_rss(&args).await;
+    let idle = idle_rss(args).await;
     // Let the watches be established before Vigil's clock starts.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     // 2. Start to steady state.
     let spawned = Instant::now();
-    let mut vigil = spawn_vigil(&kubeconfig.0, &args).await?;
+    let mut vigil = spawn_vigil(&server.kubeconfig, args).await?;
     let metrics_logged = spawned.elapsed();
-    let settle = settle(&args, &layout, &crs, &fallbacks, &mut vigil, spawned).await?;
+    let settle = settle(args, &layout, &crs, &fallbacks, &mut vigil, spawned).await?;
     let (fallbacks_at_steady, unexpected, double_adds) = match fallbacks.lock() {
         Ok(f) => (
             f.count_present(&expected_fallbacks),
@@ -347,7 +370,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     let all_pods: Arc<Mutex<PodWrites>> = Arc::default();
     {
         let rv = current_rv(&pods, &ListParams::default().limit(1)).await?;
-        let api: Api<Pod> = Api::namespaced(own_client(&sandbox.url)?, NS);
+        let api: Api<Pod> = Api::namespaced(server.client()?, NS);
         let writes = all_pods.clone();
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -373,7 +396,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     };
     let mut last_writes = writes_now();
     // The bench's counters now; Vigil's /metrics as soon as it answers.
-    let at_steady = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
+    let at_steady = Snapshot::take(&vigil, server, &fallbacks, &cr_writes, &event_writes)
         .await
         .unwrap_or_default();
     // Two halves: the first with no request to Vigil at all (what the process spends on its
@@ -426,12 +449,12 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     };
     // Events already on the wire when the window closes still count.
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let at_end = Snapshot::take(&vigil, sandbox_pid, &fallbacks, &cr_writes, &event_writes)
+    let at_end = Snapshot::take(&vigil, server, &fallbacks, &cr_writes, &event_writes)
         .await
         .unwrap_or_default();
     let pod_writes = all_pods.lock().map(|w| w.clone()).unwrap_or_default();
     let (peak, now) = rss_mib(vigil.pid()).unwrap_or((0.0, 0.0));
-    let (sandbox_peak, sandbox_now) = rss_mib(sandbox_pid).unwrap_or((0.0, 0.0));
+    let server_memory = server.memory();
     for task in &tasks {
         task.abort();
     }
@@ -449,7 +472,7 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             concurrency: args.concurrency,
         };
         match churn::run(
-            &sandbox.url,
+            server,
             &client,
             &vigil,
             &layout,
@@ -544,9 +567,11 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         layout.crs
     );
     say!(
-        "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); `vigil sandbox --no-kubelet` pid {sandbox_pid}",
+        "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); API server: {} ({})",
         vigil.pid(),
-        args.vigil_rust_log
+        args.vigil_rust_log,
+        server.label,
+        server.processes()
     );
     say!(
         "  setup (before Vigil): {:.1} s: namespace, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
@@ -598,11 +623,11 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     );
     match &floor {
         Ok((took, objects)) => say!(
-            "      the sandbox's LIST floor:          {:.2} s: the bench listing the {} objects Vigil caches (pods, Services, EndpointSlices, CriticalServices), at once and in pages of {WATCHER_PAGE}, as Vigil's watchers do; /readyz minus this is Vigil's own",
+            "      the server's LIST floor:           {:.2} s: the bench listing the {} objects Vigil caches (pods, Services, EndpointSlices, CriticalServices), at once and in pages of {WATCHER_PAGE}, as Vigil's watchers do; /readyz minus this is Vigil's own",
             took.as_secs_f64(),
             fmt_count(*objects as f64)
         ),
-        Err(e) => say!("      the sandbox's LIST floor:          ? ({e:#})"),
+        Err(e) => say!("      the server's LIST floor:           ? ({e:#})"),
     }
     say!(
         "    first fallback ADDED:                {}",
@@ -733,13 +758,13 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     );
     let window_cpu = diff(at_end.vigil_cpu, at_steady.vigil_cpu);
     say!(
-        "    CPU:                 vigil {} s ({} of one core), sandbox {} s",
+        "    CPU:                 vigil {} s ({} of one core), API server {} s",
         fmt_opt(window_cpu),
         window_cpu.map_or_else(
             || "?".to_owned(),
             |c| format!("{:.1}%", 100.0 * c / window_took.as_secs_f64())
         ),
-        fmt_opt(diff(at_end.sandbox_cpu, at_steady.sandbox_cpu))
+        fmt_opt(diff(at_end.server_cpu, at_steady.server_cpu))
     );
     say!(
         "    CPU at rest:         {}   target ≤ 0.1% of one core with scrapes",
@@ -790,8 +815,8 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
             .collect::<String>()
     );
     say!(
-        "  sandbox:              peak RSS {sandbox_peak:.1} MiB (VmHWM, setup included), now {sandbox_now:.1} MiB; CPU {} s in all",
-        fmt_opt(at_end.sandbox_cpu)
+        "  API server:           {server_memory} (VmHWM: setup included); CPU {} s in all",
+        fmt_opt(at_end.server_cpu)
     );
     if anomalies.is_empty() {
         say!("  anomalies:            none");
@@ -816,10 +841,8 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         "  total runtime:        {:.1} s",
         began.elapsed().as_secs_f64()
     );
-    // Vigil first, then the sandbox (both killed on drop), then the kubeconfig.
+    // Vigil is killed on drop, before the server stops.
     drop(vigil);
-    drop(sandbox);
-    drop(kubeconfig);
     Ok(())
 }
 
@@ -874,9 +897,15 @@ async fn base_setup(client: &Client) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::Result<Setup> {
+async fn setup(
+    args: &ScaleBench,
+    layout: &Layout,
+    server: &Server,
+    client: &Client,
+) -> anyhow::Result<Setup> {
     let started = Instant::now();
     base_setup(client).await?;
+    server.ready_for_pods(NS).await?;
     let crs: Api<CriticalService> = Api::all(client.clone());
     let base = started.elapsed();
 
@@ -944,7 +973,7 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
     .await?;
     let pods_took = phase.elapsed();
 
-    // The sandbox's EndpointSlices list every pod ready (and nothing for the lame Services).
+    // The server's EndpointSlices list every pod ready (and nothing for the lame Services).
     let phase = Instant::now();
     let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
     let slice_count = loop {
@@ -1000,12 +1029,12 @@ async fn setup(args: &ScaleBench, layout: &Layout, client: &Client) -> anyhow::R
     })
 }
 
-/// Creates pod `name` of Service `svc-<j>` (bound to a node no kubelet runs) and makes it Ready
+/// Creates pod `name` of Service `svc-<j>` (bound to [`NODE`], where no kubelet runs) and makes it Ready
 /// with `ip` by writing its status, as a kubelet would report it.
 async fn create_ready_pod(pods: &Api<Pod>, j: usize, name: &str, ip: &str) -> anyhow::Result<()> {
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": {"app": format!("svc-{j}")}},
-        "spec": {"nodeName": "scale-node", "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
+        "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "registry.example/app:1.0"}]}
     }))?;
     pods.create(&PostParams::default(), &pod)
         .await
@@ -1458,7 +1487,8 @@ struct Snapshot {
     event_reasons: String,
     watcher_lines: usize,
     vigil_cpu: Option<f64>,
-    sandbox_cpu: Option<f64>,
+    /// CPU of the API server's processes.
+    server_cpu: Option<f64>,
 }
 
 /// What changed between two snapshots.
@@ -1472,7 +1502,7 @@ struct SteadyWrites {
 impl Snapshot {
     async fn take(
         vigil: &Vigil,
-        sandbox_pid: u32,
+        server: &Server,
         fallbacks: &Mutex<FallbackSeen>,
         cr_writes: &Mutex<CrWrites>,
         event_writes: &Mutex<EventWrites>,
@@ -1480,7 +1510,7 @@ impl Snapshot {
         // The bench's own counters and /proc first; Vigil's /metrics may be slow to answer.
         let taken = Instant::now();
         let vigil_cpu = vigil.child.cpu_seconds();
-        let sandbox_cpu = cpu_seconds(sandbox_pid);
+        let server_cpu = server.cpu_seconds();
         let watcher_lines = vigil.child.log_notes().watcher_lines;
         let fallback = fallbacks
             .lock()
@@ -1514,7 +1544,7 @@ impl Snapshot {
             event_reasons,
             watcher_lines,
             vigil_cpu,
-            sandbox_cpu,
+            server_cpu,
         })
     }
 
@@ -1618,7 +1648,7 @@ where
 // The `vigil run` child.
 
 /// `vigil run` as a child process (see `support::vigil`), and how its metrics server answered.
-/// How fast the sandbox serves what Vigil's caches list when they start: pods, Services and
+/// How fast the server serves what Vigil's caches list when they start: pods, Services and
 /// EndpointSlices of the namespace and the CriticalServices, all at once and in pages of
 /// [`WATCHER_PAGE`], as kube-runtime's watchers list them. `/readyz` cannot answer before this.
 async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
@@ -1647,39 +1677,20 @@ async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
     Ok((started.elapsed(), pods + services + slices + crs))
 }
 
-/// A `vigil sandbox --no-kubelet` of the bench's own (killed on drop), its kubeconfig (removed
-/// on drop; `tag` tells two apart) and a client on it.
-async fn bench_sandbox(
-    tag: &str,
-) -> anyhow::Result<(crate::support::sandbox::Child, TempFile, Client)> {
-    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-critical-service-scale{tag}-{}.kubeconfig",
-        std::process::id()
-    )));
-    let path = kubeconfig
-        .0
-        .to_str()
-        .context("temp dir path is not UTF-8")?;
-    let sandbox = spawn_sandbox(&["--no-kubelet", "--kubeconfig-out", path]).await?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
-    Ok((sandbox, kubeconfig, client))
-}
-
 /// Vigil's RSS with nothing to cache: the same `vigil run` against a second sandbox holding only
 /// what it needs to start ([`base_setup`]), read a second after `/readyz` answers. The scale's
 /// RSS above it is what the cached objects cost.
 async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
-    let (_sandbox, kubeconfig, client) = bench_sandbox("-idle").await?;
-    base_setup(&client).await?;
+    let sandbox = Server::sandbox("-idle").await?;
+    base_setup(&sandbox.client()?).await?;
     let log = ChildLog {
         rust_log: args.vigil_rust_log.clone(),
         copy: None,
     };
     let spawned = Instant::now();
     let mut vigil = Vigil {
-        child: crate::support::vigil::spawn_vigil_with(&kubeconfig.0, &vigil_flags(), log).await?,
+        child: crate::support::vigil::spawn_vigil_with(&sandbox.kubeconfig, &vigil_flags(), log)
+            .await?,
         scrapes: Arc::default(),
     };
     loop {

@@ -9,7 +9,7 @@
 //! ([`RUN_SECONDS_ANNOTATION`] seconds, default 0): `Succeeded` for 0, `Failed` otherwise.
 
 mod decide;
-mod node;
+pub mod node;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

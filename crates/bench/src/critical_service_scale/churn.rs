@@ -32,11 +32,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, WatchEvent};
 
+use super::server::Server;
 use super::{
     Layout, MANAGED_BY, NS, Vigil, create_ready_pod, current_rv, fallback_name, reconciles,
     spawn_watch,
 };
-use crate::support::client::own_client;
 use crate::support::fmt::{diff, fmt_opt};
 use crate::support::metrics::samples;
 use crate::support::stats::percentile;
@@ -74,9 +74,9 @@ pub(super) struct ChurnReport {
     rss: (f64, f64),
 }
 
-/// Runs the churn phase against the sandbox at `url`, Vigil running.
+/// Runs the churn phase against `server`, Vigil running.
 pub(super) async fn run(
-    url: &str,
+    server: &Server,
     client: &Client,
     vigil: &Vigil,
     layout: &Layout,
@@ -85,7 +85,7 @@ pub(super) async fn run(
 ) -> anyhow::Result<ChurnReport> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     // The probes' requests on a client of their own: never queued behind the churn's.
-    let probe_pods: Api<Pod> = Api::namespaced(own_client(url)?, NS);
+    let probe_pods: Api<Pod> = Api::namespaced(server.client()?, NS);
     let probes = probe_services(layout, settings.probes);
     // The probe Services keep one pod each.
     for j in &probes {
@@ -101,7 +101,7 @@ pub(super) async fn run(
         let added = added.clone();
         spawn_watch(
             "fallback watch (churn)",
-            Api::<Pod>::namespaced(own_client(url)?, NS),
+            Api::<Pod>::namespaced(server.client()?, NS),
             kube::api::WatchParams::default().labels(&managed),
             rv,
             errors.clone(),
@@ -129,7 +129,7 @@ pub(super) async fn run(
         let deleted = deleted.clone();
         spawn_watch(
             "probe pods' watch (churn)",
-            Api::<Pod>::namespaced(own_client(url)?, NS),
+            Api::<Pod>::namespaced(server.client()?, NS),
             kube::api::WatchParams::default().labels(&probe_selector),
             rv,
             errors.clone(),
