@@ -250,8 +250,12 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
     } else {
         Server::sandbox("").await?
     };
-    // Stopped whatever happened (the real control plane does not stop on drop).
-    let result = run_on(&args, &server, began).await;
+    // Stopped whatever happened, an interruption included (the real control plane does not
+    // stop on drop).
+    let result = tokio::select! {
+        result = run_on(&args, &server, began) => result,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
     server.stop().await;
     result
 }

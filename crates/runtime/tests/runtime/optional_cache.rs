@@ -114,6 +114,10 @@ async fn an_optional_cache_of_an_unserved_kind_is_synced_and_fills_once_it_is_se
             |_: Arc<Gadget>, _: Arc<()>| async { Ok::<_, std::io::Error>(Action::await_change()) };
         rt.controller(&gadgets).run(reconcile, Arc::new(())).await;
     });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(manager.run_until(async {
+        let _ = stopped.await;
+    }));
     let reason = "[-]gadgets not ready: the API server does not serve Gadget \
                   (optional-cache.test.vigil.dev/v1) (is its CRD installed? apply the test's CRD)";
     wait_for(
@@ -187,7 +191,8 @@ async fn an_optional_cache_of_an_unserved_kind_is_synced_and_fills_once_it_is_se
     )
     .await
     .expect("ready");
-    drop(manager);
+    let _ = stop.send(());
+    let _ = tokio::time::timeout(TIMEOUT, running).await;
     remove_crd(&client).await;
 }
 
