@@ -20,6 +20,8 @@
 pub mod catalog;
 pub mod contract;
 pub mod external;
+#[cfg(target_os = "linux")]
+pub mod hosted;
 pub mod kubeconfig;
 #[cfg(target_os = "linux")]
 pub mod local;
@@ -214,6 +216,8 @@ pub trait ClusterProvider: Send + Sync + 'static {
 #[derive(Clone, Default)]
 pub struct Providers {
     by_name: BTreeMap<String, Arc<dyn ClusterProvider>>,
+    /// The provider of a cluster whose spec names none (`None`: the controller's own default).
+    default: Option<String>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -234,6 +238,16 @@ impl Providers {
 
     pub fn get(&self, name: &str) -> Option<Arc<dyn ClusterProvider>> {
         self.by_name.get(name).cloned()
+    }
+
+    /// Makes `name` the provider of clusters whose spec names none.
+    pub fn set_default(&mut self, name: impl Into<String>) {
+        self.default = Some(name.into());
+    }
+
+    /// The provider of clusters whose spec names none, if set.
+    pub fn default_name(&self) -> Option<&str> {
+        self.default.as_deref()
     }
 
     /// The registered names, sorted.

@@ -52,6 +52,11 @@ pub async fn run_on(runtime: Runtime, config: Config) {
         runtime: runtime.clone(),
         settings: config.settings,
         provider_names: config.providers.names().map(str::to_owned).collect(),
+        default_provider: config
+            .providers
+            .default_name()
+            .unwrap_or(vigil_apis::kubernetes_cluster::DEFAULT_PROVIDER)
+            .to_owned(),
         providers: config.providers,
         restorer: config.restorer,
         secrets: secrets.store().clone(),

@@ -83,6 +83,8 @@ pub struct ClusterView {
     pub generation: Option<i64>,
     pub spec: KubernetesClusterSpec,
     pub status: Option<KubernetesClusterStatus>,
+    /// The operator's provider for a spec that names none (`hosted` in a cluster).
+    pub default_provider: String,
 }
 
 impl ClusterView {
@@ -100,13 +102,15 @@ impl ClusterView {
     }
 
     /// The provider holding the cluster: the one recorded in status once a cluster exists (a
-    /// changed `spec.provider` cannot move it), else the spec's.
+    /// changed `spec.provider`, or a new operator default, cannot move it), else the spec's, else
+    /// the operator's default.
     pub fn provider_name(&self) -> &str {
         self.status
             .as_ref()
             .filter(|s| s.cluster_id.is_some())
             .and_then(|s| s.provider.as_deref())
-            .unwrap_or_else(|| self.spec.provider_name())
+            .or_else(|| self.spec.provider.as_ref().map(|p| p.name.as_str()))
+            .unwrap_or(&self.default_provider)
     }
 
     /// The addons the spec declares, sorted by name.

@@ -34,9 +34,11 @@ pub(super) fn cluster_of_secret(secret: Secret) -> Option<ObjectRef<KubernetesCl
         .map(|(name, ns)| ObjectRef::<KubernetesCluster>::new(&name).within(&ns))
 }
 
-/// What the decisions read of the object.
-pub(super) fn view(cluster: &KubernetesCluster) -> ClusterView {
+/// What the decisions read of the object (`default_provider`: the operator's, for a spec that
+/// names none).
+pub(super) fn view(cluster: &KubernetesCluster, default_provider: &str) -> ClusterView {
     ClusterView {
+        default_provider: default_provider.to_owned(),
         namespace: cluster.namespace().unwrap_or_default(),
         name: cluster.name_any(),
         generation: cluster.metadata.generation,

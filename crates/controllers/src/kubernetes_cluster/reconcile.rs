@@ -45,6 +45,8 @@ pub(super) struct Context {
     pub(super) settings: Settings,
     pub(super) providers: Providers,
     pub(super) provider_names: Vec<String>,
+    /// The provider of a spec that names none.
+    pub(super) default_provider: String,
     pub(super) restorer: Option<StatusRestorer>,
     pub(super) secrets: Store<Secret>,
     pub(super) metrics: ClusterMetrics,
@@ -80,7 +82,7 @@ pub(super) async fn reconcile(
 ) -> Result<Action, Error> {
     let cluster = cluster.as_ref();
     let ctx = ctx.as_ref();
-    let view = view(cluster);
+    let view = view(cluster, &ctx.default_provider);
     let has_finalizer = cluster.finalizers().iter().any(|f| f == FINALIZER);
     if cluster.metadata.deletion_timestamp.is_some() {
         if !has_finalizer {

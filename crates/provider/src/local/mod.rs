@@ -14,10 +14,10 @@
 //! SIGTERM and waits a moment; what takes longer is finished by later calls, with SIGKILL after
 //! the grace period. Every step is safe to repeat after a crash at any point.
 
-mod addons;
+pub(crate) mod addons;
 mod lock;
 mod process;
-mod rollout;
+pub(crate) mod rollout;
 mod state;
 
 use std::collections::HashMap;

@@ -138,7 +138,11 @@ pub async fn run(args: RunArgs, registry: &[Registration]) -> anyhow::Result<()>
         .filter(|n| !n.is_empty())
         .collect();
     let mut shared = Shared::default();
-    shared.insert(crate::cluster_providers::providers(&args.providers)?);
+    shared.insert(crate::cluster_providers::providers(
+        &args.providers,
+        manager.runtime().client(),
+        in_cluster(),
+    )?);
     let mut setup = Setup {
         flags: &args.controller_flags.0,
         namespaces: (!watched.is_empty()).then_some(watched),

@@ -52,6 +52,7 @@ fn view(status: Option<KubernetesClusterStatus>) -> ClusterView {
         generation: Some(1),
         spec: spec(),
         status,
+        default_provider: "local".into(),
     }
 }
 
@@ -647,6 +648,18 @@ fn the_provider_changed_in_spec_does_not_move_an_existing_cluster() {
     let mut fresh = view(None);
     fresh.spec.provider = v.spec.provider.clone();
     assert_eq!(fresh.provider_name(), "bank");
+}
+
+/// In a cluster the operator's default is `hosted`: a new object without `spec.provider` gets
+/// it, one that already has a cluster keeps the provider its status names.
+#[test]
+fn the_operator_default_applies_to_new_clusters_only() {
+    let mut fresh = view(None);
+    fresh.default_provider = "hosted".into();
+    assert_eq!(fresh.provider_name(), "hosted");
+    let mut existing = view(Some(ready_status()));
+    existing.default_provider = "hosted".into();
+    assert_eq!(existing.provider_name(), "local");
 }
 
 #[test]
