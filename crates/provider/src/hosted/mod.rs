@@ -403,9 +403,12 @@ impl HostedProvider {
         Ok(client)
     }
 
-    /// Converges the addons in the hosted cluster. A hosted cluster has no nodes of its own:
-    /// an addon is applied there and reported `Installing` until its pods run, which needs
-    /// worker nodes to join; it is never `Installed` before.
+    /// Converges the addons in the hosted cluster: each one a Deployment there, as the local
+    /// provider makes them. A hosted cluster has no nodes of its own, so an addon's pods run
+    /// only once worker nodes join: until then it is reported `Failed` with that reason (never
+    /// `Installed`, and not `Installing` either, which would have the controller ask every few
+    /// seconds for as long as no node joins); its Deployment is in place, and the next look
+    /// after nodes join finds it installing, then installed.
     async fn addons(&self, client: &kube::Client, wanted: &[Addon]) -> Vec<AddonStatus> {
         let converged = match crate::local::addons::converge(client, wanted).await {
             Ok(converged) => converged.addons,
@@ -414,14 +417,15 @@ impl HostedProvider {
         let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
             .list(&kube::api::ListParams::default().limit(1))
             .await
-            .map(|l| l.items.len())
-            .unwrap_or(0);
+            .map(|l| l.items.len());
         converged
             .into_iter()
             .map(|mut addon| {
-                if addon.state == AddonState::Installing && nodes == 0 {
+                if addon.state == AddonState::Installing && nodes.as_ref().is_ok_and(|n| *n == 0) {
+                    addon.state = AddonState::Failed;
                     addon.message = Some(format!(
-                        "{}; the hosted cluster has no worker nodes yet, so its pods cannot run",
+                        "NoWorkerNodes: the hosted cluster has no worker nodes, so the addon's \
+                         pods cannot run; its Deployment is applied and starts when nodes join ({})",
                         addon.message.as_deref().unwrap_or("applied")
                     ));
                 }

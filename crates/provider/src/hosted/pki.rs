@@ -72,6 +72,8 @@ pub enum PkiError {
     CaKeyMismatch,
     #[error("cannot sign with this CA: {0}")]
     CaSubject(String),
+    #[error("{name:?} cannot be a DNS name of a certificate: {why}")]
+    DnsName { name: String, why: String },
     #[error("a certificate's subject holds at most {MAX_ORGANIZATIONS} organizations, not {0}")]
     TooManyOrganizations(usize),
     #[error("{0} is out of the range of certificate dates")]
@@ -292,9 +294,12 @@ pub fn issue(
     // trusted side by side during a rotation.
     params.use_authority_key_identifier_extension = true;
     for dns in distinct(&spec.dns_names) {
-        params
-            .subject_alt_names
-            .push(SanType::DnsName(Ia5String::try_from(dns.as_str())?));
+        params.subject_alt_names.push(SanType::DnsName(
+            Ia5String::try_from(dns.as_str()).map_err(|e| PkiError::DnsName {
+                name: dns.clone(),
+                why: e.to_string(),
+            })?,
+        ));
     }
     for ip in distinct(&spec.ips) {
         params.subject_alt_names.push(SanType::IpAddress(ip));
@@ -818,6 +823,15 @@ mod tests {
             issue(&ca, &spec, now(), YEAR),
             Err(PkiError::TooManyOrganizations(3))
         ));
+    }
+
+    #[test]
+    fn a_dns_name_that_is_not_ascii_is_refused() {
+        let mut spec = serving_spec();
+        spec.dns_names.push("kübernetes".into());
+        let err = issue(&ca(), &spec, now(), YEAR).unwrap_err();
+        assert!(matches!(err, PkiError::DnsName { .. }), "{err}");
+        assert!(err.to_string().contains("kübernetes"), "{err}");
     }
 
     #[test]

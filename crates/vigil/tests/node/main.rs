@@ -7,6 +7,7 @@ mod support;
 
 mod node_chart;
 mod node_chart_upgrade;
+mod node_hosted;
 mod node_image;
 mod node_support;
 mod node_upgrade;
