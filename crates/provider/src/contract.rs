@@ -252,11 +252,12 @@ pub async fn upgrade_forward_only(
 }
 
 /// Unknown addons are `UnknownAddon` (naming the addon); a wanted set converges (installed at the
-/// asked versions, the rest removed).
+/// asked versions — or, with no nodes, applied and reported as unable to run — the rest removed).
 pub async fn addons_converge(
     provider: &dyn ClusterProvider,
     id: &str,
     timing: ContractTiming,
+    nodes: Nodes,
 ) -> ContractResult {
     let message = expect_rejected(
         provider
@@ -269,9 +270,33 @@ pub async fn addons_converge(
         format!("the rejection does not name the addon: {message}")
     })?;
     let first = addons_of(&[("metrics-server", "0.7.2"), ("cert-manager", "1.16.1")]);
-    converge(provider, id, &first, timing).await?;
+    converge(provider, id, &first, timing, nodes).await?;
     let second = addons_of(&[("metrics-server", "0.7.3"), ("coredns", "1.11.3")]);
-    converge(provider, id, &second, timing).await
+    converge(provider, id, &second, timing, nodes).await
+}
+
+/// Whether the provider's clusters have nodes to run addons on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nodes {
+    /// Addons run: each must end `Installed`.
+    Present,
+    /// A control plane alone (`hosted`): addons are applied but cannot run, so each must end
+    /// `Failed` with the reason `NoWorkerNodes` — never `Installed`.
+    None,
+}
+
+/// Whether an addon reached the state the contract expects of it.
+fn settled(addon: &crate::AddonStatus, nodes: Nodes) -> bool {
+    match nodes {
+        Nodes::Present => addon.state == AddonState::Installed,
+        Nodes::None => {
+            addon.state == AddonState::Failed
+                && addon
+                    .message
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("NoWorkerNodes"))
+        }
+    }
 }
 
 async fn converge(
@@ -279,6 +304,7 @@ async fn converge(
     id: &str,
     wanted: &[Addon],
     timing: ContractTiming,
+    nodes: Nodes,
 ) -> ContractResult {
     provider
         .set_addons(id, wanted)
@@ -292,11 +318,9 @@ async fn converge(
         |c| {
             c.addons.len() == wanted.len()
                 && wanted.iter().all(|w| {
-                    c.addons.iter().any(|a| {
-                        a.name == w.name
-                            && a.version == w.version
-                            && a.state == AddonState::Installed
-                    })
+                    c.addons
+                        .iter()
+                        .any(|a| a.name == w.name && a.version == w.version && settled(a, nodes))
                 })
         },
     )
@@ -377,15 +401,37 @@ pub async fn run_all(
     hooks: &dyn ContractHooks,
     uuid: &str,
     name: &str,
+    versions: (&str, &str),
+    timing: ContractTiming,
+) -> ContractResult {
+    run_all_with(
+        provider,
+        hooks,
+        uuid,
+        name,
+        versions,
+        timing,
+        Nodes::Present,
+    )
+    .await
+}
+
+/// [`run_all`] for a provider whose clusters may have no nodes to run addons on.
+pub async fn run_all_with(
+    provider: &dyn ClusterProvider,
+    hooks: &dyn ContractHooks,
+    uuid: &str,
+    name: &str,
     (from, to): (&str, &str),
     timing: ContractTiming,
+    nodes: Nodes,
 ) -> ContractResult {
     bad_creates_are_rejected(provider, uuid).await?;
     let request = request(uuid, name, from, &[("coredns", "1.11.3")]);
     let cluster = create_and_find(provider, &request, timing).await?;
     let checks = async {
         upgrade_forward_only(provider, &cluster.id, to, timing).await?;
-        addons_converge(provider, &cluster.id, timing).await?;
+        addons_converge(provider, &cluster.id, timing, nodes).await?;
         delete_refused_then_gone(provider, hooks, &cluster, timing).await
     };
     let outcome = checks.await;

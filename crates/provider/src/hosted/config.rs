@@ -78,6 +78,9 @@ pub struct HostedConfig {
     /// withdrawn from the Service (`--shutdown-delay-duration`): what makes a roll lose no
     /// request.
     pub shutdown_delay: Duration,
+    /// The namespace of a cluster whose request names none (the controller always names the
+    /// KubernetesCluster's; other callers may not).
+    pub default_namespace: Option<String>,
 }
 
 impl HostedConfig {
@@ -98,6 +101,7 @@ impl HostedConfig {
             renew_before: Duration::from_secs(30 * 86_400),
             probe_timeout: Duration::from_secs(3),
             shutdown_delay: Duration::from_secs(10),
+            default_namespace: None,
         }
     }
 

@@ -32,6 +32,16 @@ impl<'a> Deployed<'a> {
             rolled_out: rollout(deployment) == Rollout::Available,
         })
     }
+
+    /// [`Self::of`], the roll done only once no pod of `component` runs another image,
+    /// terminating or not: the roll of a Deployment counts a terminating pod as gone, while it
+    /// still serves its shutdown delay to whoever is connected.
+    pub fn among(deployment: &'a Deployment, pods: &[Pod], component: &str) -> Option<Self> {
+        let mut deployed = Self::of(deployment)?;
+        let image = image_of(deployment).unwrap_or_default();
+        deployed.rolled_out &= lingering(pods, component, image) == 0;
+        Some(deployed)
+    }
 }
 
 /// The images each component should run now.
@@ -131,6 +141,44 @@ pub struct Found<'a> {
     pub controller_manager: Option<&'a Deployment>,
     pub pods: &'a [Pod],
     pub claims: &'a [PersistentVolumeClaim],
+    /// Pods of the API servers or the controller-manager still running an image their
+    /// Deployment no longer names (terminating after a roll: they serve out their shutdown
+    /// delay, and a client may still be connected to one).
+    pub lingering: usize,
+}
+
+/// How many pods of `component` run another image than `image` (terminating ones included).
+pub fn lingering(pods: &[Pod], component: &str, image: &str) -> usize {
+    pods.iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(super::names::COMPONENT_LABEL))
+                .is_some_and(|c| c == component)
+        })
+        .filter(|p| {
+            p.spec
+                .as_ref()
+                .and_then(|s| s.containers.first())
+                .and_then(|c| c.image.as_deref())
+                .is_some_and(|i| i != image)
+        })
+        .count()
+}
+
+/// A Deployment's first container's image.
+pub fn image_of(deployment: &Deployment) -> Option<&str> {
+    deployment
+        .spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .containers
+        .first()?
+        .image
+        .as_deref()
 }
 
 /// The state from the workloads, whether the API server answers (`master`: the version it
@@ -147,6 +195,7 @@ pub fn state(
         controller_manager,
         pods,
         claims,
+        lingering,
     } = found;
     let provisioning = |what: String| Health {
         state: ClusterState::Provisioning,
@@ -209,7 +258,7 @@ pub fn state(
             state: ClusterState::Upgrading,
             progress: Some(format!(
                 "to {target}, one minor at a time: API servers at {api} ({}), controller-manager \
-                 at {kcm} ({})",
+                 at {kcm} ({}), {lingering} pod(s) of the previous version still stopping",
                 what(&api_rollout),
                 what(&kcm_rollout)
             )),

@@ -39,6 +39,7 @@ use kube::ResourceExt as _;
 
 pub use config::{Exposure, HostedConfig, VersionImages};
 use decide::{Deployed, Found};
+
 use manifests::{API_SERVER_SERVICE_PORT, Addresses, url_host};
 use names::{Names, UUID_LABEL};
 use secrets::{Endpoint, Files};
@@ -232,8 +233,8 @@ impl HostedProvider {
         let versions = match decide::versions(
             &self.config,
             &target,
-            api_live.and_then(Deployed::of),
-            kcm_live.and_then(Deployed::of),
+            api_live.and_then(|d| Deployed::among(d, &live.pods, names::API_SERVER)),
+            kcm_live.and_then(|d| Deployed::among(d, &live.pods, names::CONTROLLER_MANAGER)),
         ) {
             Ok(versions) => versions,
             Err(ProviderError::Rejected { message, .. }) => {
@@ -282,12 +283,25 @@ impl HostedProvider {
             }),
             None => None,
         };
+        let api_server = api_now.as_ref().or(api_live);
+        let controller_manager = kcm_now.as_ref().or(kcm_live);
+        let lingering = [
+            (api_server, names::API_SERVER),
+            (controller_manager, names::CONTROLLER_MANAGER),
+        ]
+        .into_iter()
+        .map(|(deployment, component)| {
+            let image = deployment.and_then(decide::image_of).unwrap_or_default();
+            decide::lingering(&live.pods, component, image)
+        })
+        .sum();
         let found = Found {
             etcd: etcd_now.as_ref().or(etcd_live),
-            api_server: api_now.as_ref().or(api_live),
-            controller_manager: kcm_now.as_ref().or(kcm_live),
+            api_server,
+            controller_manager,
             pods: &live.pods,
             claims: &live.claims,
+            lingering,
         };
         let health = decide::state(
             &target,
@@ -497,9 +511,14 @@ impl ClusterProvider for HostedProvider {
         let identity = &request.identity;
         names::check_name(&identity.name).map_err(|m| rejected("InvalidName", m))?;
         names::check_uuid(&identity.uuid).map_err(|m| rejected("InvalidName", m))?;
-        self.config.resolve(&request.kube_version)?;
         catalog::check(&request.addons)?;
-        let Some(namespace) = request.labels.get("namespace").filter(|n| !n.is_empty()) else {
+        self.config.resolve(&request.kube_version)?;
+        let namespace = request
+            .labels
+            .get("namespace")
+            .filter(|n| !n.is_empty())
+            .or(self.config.default_namespace.as_ref());
+        let Some(namespace) = namespace else {
             return Err(rejected(
                 "NoNamespace",
                 "the hosted provider runs a control plane in its KubernetesCluster's namespace, \
@@ -603,6 +622,25 @@ impl ClusterProvider for HostedProvider {
         let live: Live = self.store.live(&names).await?;
         if live.record.is_none() && live.only_the_record_is_left() {
             return Ok(Deletion::Gone);
+        }
+        if let Some(why) = live
+            .record
+            .as_ref()
+            .and_then(|r| r.annotations().get(names::REFUSE_DELETE))
+        {
+            return Err(rejected(
+                "DeleteRefused",
+                format!(
+                    "the record {} is annotated {}: {}",
+                    names.record(),
+                    names::REFUSE_DELETE,
+                    if why.is_empty() {
+                        "no reason given"
+                    } else {
+                        why
+                    }
+                ),
+            ));
         }
         if live.record.as_ref().is_some_and(|r| {
             !r.data

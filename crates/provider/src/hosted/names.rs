@@ -20,6 +20,9 @@ pub const MANAGER: &str = "vigil-hosted";
 /// The hash of the manifest an object was last applied from: an object whose annotation
 /// matches is left alone (no write at rest).
 pub const APPLIED_HASH: &str = "vigil.dev/applied-hash";
+/// On the record: while set, the cluster is not deleted (`DeleteRefused`, the value as the
+/// reason given) — a guard against deleting a control plane by mistake.
+pub const REFUSE_DELETE: &str = "vigil.dev/refuse-delete";
 /// On the API server's and controller-manager's Deployments: the catalog version they run.
 pub const VERSION_ANNOTATION: &str = "vigil.dev/kube-version";
 

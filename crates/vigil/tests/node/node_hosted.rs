@@ -232,6 +232,48 @@ async fn make_volumes(
     names
 }
 
+/// Undoes what the test made outside its namespace, also when it fails: the release (its
+/// cluster-scoped RBAC) and the PersistentVolumes with their directories.
+struct Cleanup {
+    helm: Helm,
+    release: String,
+    namespace: String,
+    kubeconfig: std::path::PathBuf,
+    volumes: Vec<String>,
+    home: std::path::PathBuf,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = self.helm.try_run(&[
+            "uninstall",
+            &self.release,
+            "--namespace",
+            &self.namespace,
+            "--wait",
+        ]);
+        let (kubeconfig, volumes) = (self.kubeconfig.clone(), self.volumes.clone());
+        // A runtime of its own: Drop runs outside the test's (or while it unwinds).
+        let _ = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async {
+                let client = support::client(&kubeconfig).await;
+                let pvs: Api<PersistentVolume> = Api::all(client);
+                for volume in &volumes {
+                    let _ = pvs.delete(volume, &DeleteParams::default()).await;
+                }
+            });
+        })
+        .join();
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosted_control_planes_on_a_real_node() {
     let test = "hosted_control_planes_on_a_real_node";
@@ -297,6 +339,14 @@ async fn hosted_control_planes_on_a_real_node() {
     if let Err(e) = install {
         panic!("{e}\n{}", diagnose(&client, &ns).await);
     }
+    let cleanup = Cleanup {
+        helm: Helm::find(&node.kubeconfig, &home).expect("helm"),
+        release: release.clone(),
+        namespace: ns.clone(),
+        kubeconfig: node.kubeconfig.clone(),
+        volumes: volumes.clone(),
+        home: home.clone(),
+    };
     let clusters: Api<KubernetesCluster> = Api::namespaced(client.clone(), &ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
 
@@ -399,11 +449,41 @@ async fn hosted_control_planes_on_a_real_node() {
         "etcd, two API servers, a controller-manager"
     );
 
-    // Every control-plane pod deleted at once: back, with its data.
+    // Every control-plane pod deleted at once: back, with its data, once every pod is a new one
+    // (the old ones serve out their shutdown delay meanwhile).
+    let old: Vec<String> = running
+        .iter()
+        .filter_map(|p| p.metadata.uid.clone())
+        .collect();
     let deleted = Instant::now();
     pods.delete_collection(&DeleteParams::default(), &cp)
         .await
         .expect("delete every control-plane pod");
+    let replaced = wait_for("every control-plane pod replaced", WAIT, || async {
+        let now = pods.list(&cp).await.map_err(|e| e.to_string())?.items;
+        let ready = |p: &Pod| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        };
+        let old_left = now
+            .iter()
+            .filter(|p| p.metadata.uid.as_ref().is_some_and(|u| old.contains(u)))
+            .count();
+        let new_ready = now.iter().filter(|p| ready(p)).count();
+        if old_left == 0 && new_ready >= 4 {
+            Ok(Some(()))
+        } else {
+            Err(format!(
+                "{old_left} old pods left, {new_ready} new ones ready"
+            ))
+        }
+    })
+    .await;
+    if let Err(e) = replaced {
+        panic!("{e}\n{}", diagnose(&client, &ns).await);
+    }
     let back = wait_for("the ConfigMap served again", WAIT, || async {
         match Api::<ConfigMap>::namespaced(hosted.clone(), "app")
             .get("survivor")
@@ -421,7 +501,7 @@ async fn hosted_control_planes_on_a_real_node() {
     );
     wait_cluster(&clusters, NAME, "Ready again", ready).await;
     eprintln!(
-        "node_hosted: every control-plane pod deleted → data served again and Ready {:.1} s",
+        "node_hosted: every control-plane pod deleted → all replaced, data served and Ready {:.1} s",
         deleted.elapsed().as_secs_f64()
     );
 
@@ -551,11 +631,6 @@ async fn hosted_control_planes_on_a_real_node() {
         deleting.elapsed().as_secs_f64()
     );
 
-    let _ = helm.try_run(&["uninstall", &release, "--namespace", &ns, "--wait"]);
-    let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    for volume in &volumes {
-        let _ = pvs.delete(volume, &DeleteParams::default()).await;
-    }
+    drop(cleanup);
     env.cleanup().await;
-    let _ = std::fs::remove_dir_all(&home);
 }
