@@ -16,6 +16,7 @@ mod critical_service_scale;
 mod deployment;
 mod endpoints;
 mod fidelity;
+mod hosted_clusters;
 mod kafka_topic;
 mod kubernetes_cluster;
 mod sandbox;
@@ -59,6 +60,8 @@ pub enum Bench {
     StatusRestore(crate::status_restore::StatusRestoreBench),
     /// KubernetesClusters through the external reference provider: time to all Ready, provider and API requests per object, RSS.
     KubernetesCluster(crate::kubernetes_cluster::KubernetesClusterBench),
+    /// Hosted control planes on the real node: apply to Ready, one control plane's memory, Vigil's per cluster, requests at rest, an upgrade's failed requests.
+    HostedClusters(crate::hosted_clusters::HostedClustersBench),
     /// KafkaTopic: time to Ready for 500 topics, broker requests in steady state, deletion.
     KafkaTopic(crate::kafka_topic::KafkaTopicBench),
     /// The sandbox beside kube-apiserver 1.28 (../shared/kube): start to ready, one fixed workload.
@@ -80,6 +83,7 @@ async fn run(bench: Bench) -> anyhow::Result<()> {
         Bench::StatusVault(args) => crate::status_vault::run(args).await,
         Bench::StatusRestore(args) => crate::status_restore::run(args).await,
         Bench::KubernetesCluster(args) => crate::kubernetes_cluster::run(args).await,
+        Bench::HostedClusters(args) => crate::hosted_clusters::run(args).await,
         Bench::KafkaTopic(args) => crate::kafka_topic::run(args).await,
         Bench::Fidelity(args) => crate::fidelity::run(args).await,
         Bench::Deployment(args) => crate::deployment::run(args).await,
