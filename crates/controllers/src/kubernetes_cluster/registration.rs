@@ -56,21 +56,21 @@ pub const REGISTRATION: Registration = Registration {
         ),
         ChartValue::chart(
             "hosted.versions",
-            HOSTED_VERSIONS_DEFAULT,
+            "[]",
             HOSTED_VERSIONS_SCHEMA,
-            "The `hosted` provider's catalog: the images of each Kubernetes version it runs (`--hosted-apiserver-image`, `--hosted-controller-manager-image`). A KubernetesCluster's `kubeVersion` outside it is refused; upgrades step through every minor, so keep one version of each minor between the oldest and newest.",
+            "The `hosted` provider's catalog: the images of each Kubernetes version it runs, as `[{version: \"1.28.0\", apiServerImage: …, controllerManagerImage: …}]` (`--hosted-apiserver-image`, `--hosted-controller-manager-image`); empty: upstream's registry.k8s.io images of 1.28.0 and 1.29.14. A KubernetesCluster's `kubeVersion` outside it is refused; upgrades step through every minor, so keep one version of each minor between the oldest and newest.",
         ),
         ChartValue::chart(
             "hosted.etcdImage",
-            "registry.k8s.io/etcd:3.5.15-0",
-            r#"{"type": "string", "minLength": 1}"#,
-            "etcd's image for `hosted` control planes (`--hosted-etcd-image`).",
+            "\"\"",
+            r#"{"type": "string"}"#,
+            "etcd's image for `hosted` control planes (`--hosted-etcd-image`); empty: registry.k8s.io/etcd:3.5.15-0.",
         ),
         ChartValue::chart(
             "hosted.exposure",
-            "ClusterIP",
-            r#"{"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]}"#,
-            "How clients reach a hosted API server (`--hosted-exposure`): `ClusterIP` (from this cluster's pods and nodes), `NodePort` (a node's address), `LoadBalancer`. The kubeconfig Secret names that address, and the serving certificate covers it.",
+            "\"\"",
+            r#"{"type": "string", "enum": ["", "ClusterIP", "NodePort", "LoadBalancer"]}"#,
+            "How clients reach a hosted API server (`--hosted-exposure`): `ClusterIP` (from this cluster's pods and nodes; empty means it), `NodePort` (a node's address), `LoadBalancer`. The kubeconfig Secret names that address, and the serving certificate covers it.",
         ),
         ChartValue::chart(
             "hosted.storageClass",
@@ -80,15 +80,15 @@ pub const REGISTRATION: Registration = Registration {
         ),
         ChartValue::chart(
             "hosted.etcdStorage",
-            "1Gi",
-            r#"{"type": "string", "minLength": 1}"#,
-            "Size of each hosted etcd's volume claim (`--hosted-etcd-storage`).",
+            "\"\"",
+            r#"{"type": "string"}"#,
+            "Size of each hosted etcd's volume claim (`--hosted-etcd-storage`); empty: 1Gi.",
         ),
         ChartValue::chart(
             "hosted.imagePullPolicy",
-            "IfNotPresent",
-            r#"{"type": "string", "enum": ["Always", "IfNotPresent", "Never"]}"#,
-            "imagePullPolicy of the hosted control planes' containers (`--hosted-image-pull-policy`).",
+            "\"\"",
+            r#"{"type": "string", "enum": ["", "Always", "IfNotPresent", "Never"]}"#,
+            "imagePullPolicy of the hosted control planes' containers (`--hosted-image-pull-policy`); empty: IfNotPresent.",
         ),
     ],
     // The status vault's restorer, when it runs, is consulted before a cluster is provisioned.
@@ -107,11 +107,8 @@ pub const REGISTRATION: Registration = Registration {
 /// `--cluster-provider-token-file` from its Secret).
 const PROVIDERS_SCHEMA: &str = r#"{"type": "array", "description": "External cluster providers.", "items": {"type": "object", "additionalProperties": false, "required": ["name", "url"], "properties": {"name": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"}, "url": {"type": "string", "pattern": "^https?://"}, "tokenSecret": {"type": "object", "additionalProperties": false, "properties": {"name": {"type": "string", "minLength": 1}, "key": {"type": "string", "minLength": 1}}, "required": ["name"]}}}}"#;
 
-/// The chart's default catalog: upstream's images, as `vigil run`'s flags default to.
-const HOSTED_VERSIONS_DEFAULT: &str = r#"[{version: "1.28.0", apiServerImage: "registry.k8s.io/kube-apiserver:v1.28.0", controllerManagerImage: "registry.k8s.io/kube-controller-manager:v1.28.0"}, {version: "1.29.14", apiServerImage: "registry.k8s.io/kube-apiserver:v1.29.14", controllerManagerImage: "registry.k8s.io/kube-controller-manager:v1.29.14"}]"#;
-
 /// The chart's `kubernetesCluster.hosted.versions`.
-const HOSTED_VERSIONS_SCHEMA: &str = r#"{"type": "array", "minItems": 1, "description": "The hosted provider's version catalog.", "items": {"type": "object", "additionalProperties": false, "required": ["version", "apiServerImage", "controllerManagerImage"], "properties": {"version": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+$"}, "apiServerImage": {"type": "string", "minLength": 1}, "controllerManagerImage": {"type": "string", "minLength": 1}}}}"#;
+const HOSTED_VERSIONS_SCHEMA: &str = r#"{"type": "array", "description": "The hosted provider's version catalog.", "items": {"type": "object", "additionalProperties": false, "required": ["version", "apiServerImage", "controllerManagerImage"], "properties": {"version": {"type": "string", "pattern": "^[0-9]+\\.[0-9]+\\.[0-9]+$"}, "apiServerImage": {"type": "string", "minLength": 1}, "controllerManagerImage": {"type": "string", "minLength": 1}}}}"#;
 
 /// KubernetesCluster's flags of `vigil run` (its providers' are the binary's).
 #[derive(Debug, clap::Args)]
