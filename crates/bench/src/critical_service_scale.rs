@@ -831,7 +831,16 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
         }
     }
     say!(
-        "  reproduce:            target/release/vigil-bench critical-service-scale --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {} --churn-seconds {} --churn-rate {} --probes {}",
+        "  reproduce:            target/release/vigil-bench critical-service-scale{} --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {} --churn-seconds {} --churn-rate {} --probes {}",
+        if args.real {
+            format!(
+                " --real --kube-dir {} --apiserver-port {}",
+                args.kube_dir.display(),
+                args.apiserver_port
+            )
+        } else {
+            String::new()
+        },
         args.services,
         args.pods,
         args.critical_services,

@@ -141,9 +141,12 @@ pub fn providers(
     args: &ProviderArgs,
     client: &kube::Client,
     in_cluster: bool,
+    namespaces: Option<&std::collections::BTreeSet<String>>,
 ) -> anyhow::Result<Providers> {
     let mut providers = Providers::new();
-    let hosted = HostedProvider::new(client.clone(), hosted_config(args)?)
+    let mut hosted = hosted_config(args)?;
+    hosted.namespaces = namespaces.map(|n| n.iter().cloned().collect());
+    let hosted = HostedProvider::new(client.clone(), hosted)
         .map_err(|e| anyhow::anyhow!("the hosted cluster provider: {e}"))?;
     providers.insert(HOSTED, Arc::new(hosted));
     let program = std::env::current_exe().context("locating the vigil binary for `local`")?;

@@ -81,6 +81,10 @@ pub struct HostedConfig {
     /// The namespace of a cluster whose request names none (the controller always names the
     /// KubernetesCluster's; other callers may not).
     pub default_namespace: Option<String>,
+    /// The namespaces the operator may reach (`vigil run --namespaces`); `None`: all. A cluster
+    /// is looked for by identity in these only, so a namespaced install needs no cluster-wide
+    /// read.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl HostedConfig {
@@ -102,6 +106,7 @@ impl HostedConfig {
             probe_timeout: Duration::from_secs(3),
             shutdown_delay: Duration::from_secs(10),
             default_namespace: None,
+            namespaces: None,
         }
     }
 

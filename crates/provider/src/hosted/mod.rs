@@ -497,7 +497,10 @@ impl ClusterProvider for HostedProvider {
         }
         let records = self
             .store
-            .records(&names::record_selector(identity))
+            .records(
+                &names::record_selector(identity),
+                self.config.namespaces.as_deref(),
+            )
             .await?;
         let Some(record) = records.into_iter().min_by_key(|r| r.namespace()) else {
             return Ok(None);

@@ -121,7 +121,7 @@ pub struct LeafSpec {
 
 /// The most distinct organizations a subject can hold: rcgen's `DistinguishedName` keeps one
 /// value per attribute type, and the second is written under the same OID spelled as a custom
-/// type (see [`subject`]). Kubernetes' own certificates have at most one.
+/// type (see `subject`). Kubernetes' own certificates have at most one.
 pub const MAX_ORGANIZATIONS: usize = 2;
 
 /// What [`inspect`] reads from a certificate.

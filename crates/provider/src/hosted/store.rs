@@ -130,13 +130,29 @@ impl Store {
             .map_err(|e| unavailable("reading the record", e))
     }
 
-    /// The records of `selector` in every namespace.
-    pub async fn records(&self, selector: &str) -> Result<Vec<ConfigMap>, ProviderError> {
-        Api::<ConfigMap>::all(self.client.clone())
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map(|l| l.items)
-            .map_err(|e| unavailable("finding the record", e))
+    /// The records of `selector` in `namespaces` (`None`: every namespace).
+    pub async fn records(
+        &self,
+        selector: &str,
+        namespaces: Option<&[String]>,
+    ) -> Result<Vec<ConfigMap>, ProviderError> {
+        let params = ListParams::default().labels(selector);
+        let Some(namespaces) = namespaces else {
+            return Api::<ConfigMap>::all(self.client.clone())
+                .list(&params)
+                .await
+                .map(|l| l.items)
+                .map_err(|e| unavailable("finding the record", e));
+        };
+        let mut records = Vec::new();
+        for namespace in namespaces {
+            let found = Api::<ConfigMap>::namespaced(self.client.clone(), namespace)
+                .list(&params)
+                .await
+                .map_err(|e| unavailable(&format!("finding the record in {namespace}"), e))?;
+            records.extend(found.items);
+        }
+        Ok(records)
     }
 
     /// Creates the record; `Ok(false)` when one exists already (another replica, a retry).

@@ -142,6 +142,7 @@ pub async fn run(args: RunArgs, registry: &[Registration]) -> anyhow::Result<()>
         &args.providers,
         manager.runtime().client(),
         in_cluster(),
+        (!watched.is_empty()).then_some(&watched),
     )?);
     let mut setup = Setup {
         flags: &args.controller_flags.0,
