@@ -98,7 +98,7 @@ pub fn api_server_service(names: &Names, config: &HostedConfig) -> Value {
 pub fn etcd(names: &Names, config: &HostedConfig, addresses: &Addresses) -> Value {
     let pki = format!("{PKI_DIR}/etcd");
     let advertise = format!("https://{}:{ETCD_CLIENT_PORT}", url_host(addresses.etcd));
-    let args = vec![
+    let mut args = vec![
         "--name=$(POD_NAME)".to_owned(),
         // A directory of the volume: etcd wants its data directory 0700, which a volume's
         // root may not be.
@@ -122,7 +122,14 @@ pub fn etcd(names: &Names, config: &HostedConfig, addresses: &Addresses) -> Valu
         format!("--peer-key-file={pki}/peer.key"),
         "--snapshot-count=10000".to_owned(),
         "--auto-compaction-retention=1".to_owned(),
+        "--logger=zap".to_owned(),
+        "--log-outputs=stderr".to_owned(),
     ];
+    // Below the claim: a full database is a clean "database space exceeded" alarm, not a disk
+    // that runs out under etcd.
+    if let Some(quota) = quota_bytes(&config.etcd_storage) {
+        args.push(format!("--quota-backend-bytes={quota}"));
+    }
     let mut claim = json!({
         "metadata": {"name": "data", "labels": names.labels(Some(ETCD))},
         "spec": {
@@ -169,7 +176,7 @@ pub fn etcd(names: &Names, config: &HostedConfig, addresses: &Addresses) -> Valu
             "volumeClaimTemplates": [claim],
             "template": {
                 "metadata": {"labels": names.labels(Some(ETCD))},
-                "spec": pod_spec(vec![container], vec![secret_volume("pki", &names.etcd_certs())], 30),
+                "spec": etcd_pod_spec(pod_spec(vec![container], vec![secret_volume("pki", &names.etcd_certs())], 30)),
             },
         },
     })
@@ -311,6 +318,8 @@ pub fn controller_manager(names: &Names, config: &HostedConfig, images: &Version
         format!("--service-cluster-ip-range={}", config.service_cidr),
         format!("--cluster-name={}", names.cluster),
         "--profiling=false".to_owned(),
+        // The default, /usr/libexec/…, is on the read-only root.
+        "--flex-volume-plugin-dir=/tmp/volume-plugins".to_owned(),
     ];
     let container = json!({
         "name": "kube-controller-manager",
@@ -414,6 +423,21 @@ fn versioned(mut meta: Value, images: &VersionImages) -> Value {
     meta
 }
 
+/// Three quarters of a claim's size (`1Gi`, `512Mi`) in bytes; `None` for another form (etcd
+/// keeps its own default then).
+pub fn quota_bytes(size: &str) -> Option<u64> {
+    let (number, unit) = size
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((size, ""), |i| size.split_at(i));
+    let number: u64 = number.parse().ok()?;
+    let scale: u64 = match unit {
+        "Gi" => 1 << 30,
+        "Mi" => 1 << 20,
+        _ => return None,
+    };
+    Some(number.checked_mul(scale)? / 4 * 3)
+}
+
 /// An address as a URL's host (`[::1]` for IPv6).
 pub fn url_host(ip: IpAddr) -> String {
     match ip {
@@ -461,6 +485,13 @@ fn pod_spec(containers: Vec<Value>, volumes: Vec<Value>, grace: u64) -> Value {
         "containers": containers,
         "volumes": volumes,
     })
+}
+
+/// etcd's volume is chowned to the fsGroup once, not at every start (a large data directory
+/// would slow each restart).
+fn etcd_pod_spec(mut spec: Value) -> Value {
+    spec["securityContext"]["fsGroupChangePolicy"] = json!("OnRootMismatch");
+    spec
 }
 
 /// Spreads the API server replicas over nodes where there are several.
@@ -528,6 +559,14 @@ mod tests {
             );
             assert_eq!(object["metadata"]["namespace"], json!("team-a"));
         }
+    }
+
+    #[test]
+    fn etcd_quota_stays_below_its_claim() {
+        assert_eq!(quota_bytes("1Gi"), Some(805_306_368));
+        assert_eq!(quota_bytes("512Mi"), Some(402_653_184));
+        assert_eq!(quota_bytes("1G"), None);
+        assert_eq!(quota_bytes("Gi"), None);
     }
 
     #[test]

@@ -275,12 +275,7 @@ impl HostedProvider {
             None => None,
         };
         let master = match &client {
-            Some(client) => client.apiserver_version().await.ok().map(|v| {
-                v.git_version
-                    .strip_prefix('v')
-                    .unwrap_or(&v.git_version)
-                    .to_owned()
-            }),
+            Some(client) => master_version(client).await,
             None => None,
         };
         let api_server = api_now.as_ref().or(api_live);
@@ -455,6 +450,17 @@ impl HostedProvider {
         };
         Ok(self.store.record(&names).await?.map(|r| (names, r)))
     }
+}
+
+/// The version the API server reports, asked twice: a replica that stops closes its idle
+/// connections, and a request sent on one at that moment fails though the Service serves.
+async fn master_version(client: &kube::Client) -> Option<String> {
+    let version = match client.apiserver_version().await {
+        Ok(version) => version,
+        Err(_) => client.apiserver_version().await.ok()?,
+    };
+    let git = version.git_version;
+    Some(git.strip_prefix('v').unwrap_or(&git).to_owned())
 }
 
 fn pending_addons(wanted: &[Addon], why: &str) -> Vec<AddonStatus> {
