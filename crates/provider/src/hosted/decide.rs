@@ -246,9 +246,10 @@ pub fn state(
         |v: Option<&str>| v.is_some_and(|v| crate::contract::version_matches(target, v));
     if let (Some(api), Some(kcm)) = (deployed_api, deployed_kcm)
         && master.is_some()
-        && !(at_target(Some(api))
+        && (!(at_target(Some(api))
             && at_target(Some(kcm))
             && api_rollout == Some(Rollout::Available))
+            || lingering > 0)
     {
         let what = |r: &Option<Rollout>| match r {
             Some(Rollout::Available) | None => "rolled out".to_owned(),
@@ -384,6 +385,101 @@ mod tests {
                 "api {api:?}, kcm {kcm:?}"
             );
         }
+    }
+
+    fn deployment(version: &str, image: &str, rolled_out: bool) -> Deployment {
+        let ready = if rolled_out { 2 } else { 1 };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"generation": 1, "annotations": {VERSION_ANNOTATION: version}},
+            "spec": {
+                "replicas": 2,
+                "selector": {},
+                "template": {"spec": {"containers": [{"name": "c", "image": image}]}},
+            },
+            "status": {
+                "observedGeneration": 1,
+                "replicas": 2,
+                "updatedReplicas": ready,
+                "availableReplicas": ready,
+                "readyReplicas": ready,
+            },
+        }))
+        .expect("a Deployment")
+    }
+
+    fn pod(component: &str, image: &str, waiting: Option<&str>) -> Pod {
+        let mut pod = serde_json::json!({
+            "metadata": {"name": "p", "labels": {super::super::names::COMPONENT_LABEL: component}},
+            "spec": {"containers": [{"name": "c", "image": image}]},
+        });
+        if let Some(reason) = waiting {
+            pod["status"] = serde_json::json!({"containerStatuses": [{
+                "name": "c", "image": image, "imageID": "", "ready": false, "restartCount": 0,
+                "state": {"waiting": {"reason": reason, "message": "not on the node"}},
+            }]});
+        }
+        serde_json::from_value(pod).expect("a Pod")
+    }
+
+    fn etcd_ready() -> StatefulSet {
+        serde_json::from_value(serde_json::json!({
+            "spec": {"selector": {}, "serviceName": "e", "template": {}},
+            "status": {"replicas": 1, "readyReplicas": 1},
+        }))
+        .expect("a StatefulSet")
+    }
+
+    /// A roll is not over while a pod of the previous image still stops: clients connected to it
+    /// still get the old version.
+    #[test]
+    fn an_upgrade_lasts_until_the_old_pods_are_gone() {
+        let etcd = etcd_ready();
+        let api = deployment("1.29.14", "apiserver:1.29.14", true);
+        let kcm = deployment("1.29.14", "kcm:1.29.14", true);
+        let old = [pod("apiserver", "apiserver:1.28.0", None)];
+        let found = |pods| Found {
+            etcd: Some(&etcd),
+            api_server: Some(&api),
+            controller_manager: Some(&kcm),
+            pods,
+            claims: &[],
+            lingering: lingering(pods, "apiserver", "apiserver:1.29.14"),
+        };
+        let health = state("1.29", found(&old), Some("1.29.14"), None);
+        assert_eq!(health.state, ClusterState::Upgrading, "{health:?}");
+        assert!(
+            health
+                .progress
+                .as_deref()
+                .is_some_and(|p| p.contains("1 pod(s) of the previous version")),
+            "{health:?}"
+        );
+        assert!(Deployed::among(&api, &old, "apiserver").is_some_and(|d| !d.rolled_out));
+        let health = state("1.29", found(&[]), Some("1.29.14"), None);
+        assert_eq!(health.state, ClusterState::Running, "{health:?}");
+    }
+
+    /// An image the node cannot get does not fix itself: `Failed`, naming the pod and reason.
+    #[test]
+    fn an_image_that_cannot_be_pulled_fails_the_cluster() {
+        let pods = [pod("etcd", "etcd:9", Some("ErrImageNeverPull"))];
+        let found = Found {
+            etcd: None,
+            api_server: None,
+            controller_manager: None,
+            pods: &pods,
+            claims: &[],
+            lingering: 0,
+        };
+        let health = state("1.28", found, None, None);
+        assert_eq!(health.state, ClusterState::Failed);
+        assert!(
+            health
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("ErrImageNeverPull")),
+            "{health:?}"
+        );
     }
 
     #[test]
