@@ -17,7 +17,6 @@
 //! `VIGIL_TEST_CONTROL_PLANE_VALUES`). The node has no storage provisioner: the bench makes a
 //! hostPath PersistentVolume per cluster (it needs root, as the node does).
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,6 +29,7 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::ARTICLE_MANIFEST;
+use vigil_testenv::hosted::{CatalogVersion, ControlPlaneImages, host_path_volume};
 
 use crate::support::http::http_get;
 use crate::support::metrics::Reconciles;
@@ -60,39 +60,23 @@ const TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The catalog flags `vigil run` takes, from the values file.
 fn catalog_flags(values: &std::path::Path) -> anyhow::Result<Vec<String>> {
-    let text =
-        std::fs::read_to_string(values).with_context(|| format!("reading {}", values.display()))?;
-    let doc: serde_json::Value = serde_saphyr::from_str(&text).context("the values file")?;
-    let hosted = &doc["kubernetesCluster"]["hosted"];
-    let mut flags = vec![
+    let images = ControlPlaneImages::read(values).map_err(anyhow::Error::msg)?;
+    let pairs = |image: fn(&CatalogVersion) -> &str| {
+        images
+            .versions
+            .iter()
+            .map(|v| format!("{}={}", v.version, image(v)))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    Ok(vec![
         "--hosted-etcd-image".to_owned(),
-        hosted["etcdImage"]
-            .as_str()
-            .context("kubernetesCluster.hosted.etcdImage")?
-            .to_owned(),
-    ];
-    let mut api = Vec::new();
-    let mut kcm = Vec::new();
-    for v in hosted["versions"].as_array().context("versions")? {
-        let version = v["version"].as_str().context("version")?;
-        api.push(format!(
-            "{version}={}",
-            v["apiServerImage"].as_str().context("apiServerImage")?
-        ));
-        kcm.push(format!(
-            "{version}={}",
-            v["controllerManagerImage"]
-                .as_str()
-                .context("controllerManagerImage")?
-        ));
-    }
-    flags.extend([
+        images.etcd.clone(),
         "--hosted-apiserver-image".to_owned(),
-        api.join(","),
+        pairs(|v| &v.api_server),
         "--hosted-controller-manager-image".to_owned(),
-        kcm.join(","),
-    ]);
-    Ok(flags)
+        pairs(|v| &v.controller_manager),
+    ])
 }
 
 fn ready(cluster: &KubernetesCluster) -> bool {
@@ -161,25 +145,10 @@ pub async fn run(args: HostedClustersBench) -> anyhow::Result<()> {
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let mut volumes = Vec::new();
     for i in 0..args.clusters {
-        let path = dir.join(format!("pv-{i}"));
-        std::fs::create_dir_all(&path)?;
-        std::os::unix::fs::chown(&path, Some(65532), Some(65532)).context("chown (needs root)")?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
         let name = format!("{ns}-{i}");
-        pvs.create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": name},
-                "spec": {
-                    "storageClassName": CLASS,
-                    "capacity": {"storage": "1Gi"},
-                    "accessModes": ["ReadWriteOnce"],
-                    "persistentVolumeReclaimPolicy": "Retain",
-                    "hostPath": {"path": path.to_string_lossy(), "type": "Directory"},
-                },
-            }))?,
-        )
-        .await?;
+        host_path_volume(&client, &name, &dir.join(format!("pv-{i}")), CLASS)
+            .await
+            .map_err(anyhow::Error::msg)?;
         volumes.push(name);
     }
     let outcome = measure(&args, &node, &client, &ns, &catalog).await;

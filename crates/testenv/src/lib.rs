@@ -13,6 +13,7 @@
 mod conditions;
 mod control_plane;
 mod crds;
+pub mod hosted;
 mod requests;
 mod wait;
 mod watchdog;

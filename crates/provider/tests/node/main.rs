@@ -11,7 +11,6 @@
 //! (`VIGIL_TEST_CONTROL_PLANE_VALUES`); without them it prints a note and passes.
 #![cfg(target_os = "linux")]
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolume};
@@ -19,33 +18,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use vigil_provider::contract::{self, ContractHooks, ContractTiming, Nodes};
 use vigil_provider::hosted::{HostedConfig, HostedProvider, VersionImages, names};
+use vigil_testenv::hosted::{ControlPlaneImages, host_path_volume};
 
 const UUID: &str = "5d0c51a2-3c41-4f7e-9a52-6f0e1c2b7a10";
 const STORAGE_CLASS: &str = "vigil-hosted-contract";
-
-/// The catalog the values file names (`kubernetesCluster.hosted`).
-fn catalog(values: &str) -> (Vec<VersionImages>, String) {
-    let text = std::fs::read_to_string(values).expect("the control-plane values file");
-    let doc: serde_json::Value = serde_saphyr::from_str(&text).expect("YAML");
-    let hosted = &doc["kubernetesCluster"]["hosted"];
-    let versions = hosted["versions"]
-        .as_array()
-        .expect("versions")
-        .iter()
-        .map(|v| VersionImages {
-            version: v["version"].as_str().expect("version").to_owned(),
-            api_server: v["apiServerImage"].as_str().expect("image").to_owned(),
-            controller_manager: v["controllerManagerImage"]
-                .as_str()
-                .expect("image")
-                .to_owned(),
-        })
-        .collect();
-    (
-        versions,
-        hosted["etcdImage"].as_str().expect("etcd").to_owned(),
-    )
-}
 
 /// Refuses deletes by the record's annotation, as an administrator would.
 struct Annotate {
@@ -109,33 +85,22 @@ async fn the_hosted_provider_keeps_the_contract() {
         .expect("create the namespace");
     // No provisioner on the node: a hostPath volume owned by the user etcd runs as.
     let dir = std::env::temp_dir().join(&namespace);
-    std::fs::create_dir_all(&dir).expect("a volume directory");
-    std::os::unix::fs::chown(&dir, Some(65532), Some(65532)).expect("chown (needs root)");
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-    let node = var("KUBE_NODE_NAME").unwrap_or_default();
+    host_path_volume(&client, &namespace, &dir, STORAGE_CLASS)
+        .await
+        .expect("a volume for etcd");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    pvs.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {"name": namespace},
-            "spec": {
-                "storageClassName": STORAGE_CLASS,
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": dir.to_string_lossy(), "type": "Directory"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
-                ]}]}},
-            },
-        }))
-        .expect("a volume"),
-    )
-    .await
-    .expect("create the volume");
 
-    let (versions, etcd) = catalog(&values);
-    let mut hosted = HostedConfig::new(versions, etcd);
+    let images = ControlPlaneImages::read(std::path::Path::new(&values)).expect("the values file");
+    let versions = images
+        .versions
+        .into_iter()
+        .map(|v| VersionImages {
+            version: v.version,
+            api_server: v.api_server,
+            controller_manager: v.controller_manager,
+        })
+        .collect();
+    let mut hosted = HostedConfig::new(versions, images.etcd);
     hosted.storage_class = Some(STORAGE_CLASS.into());
     hosted.image_pull_policy = "Never".into();
     hosted.default_namespace = Some(namespace.clone());

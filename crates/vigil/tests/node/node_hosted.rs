@@ -26,7 +26,6 @@
 use crate::node_support;
 use crate::support;
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -43,6 +42,7 @@ use serde_json::json;
 use support::{Helm, chart_dir};
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::ARTICLE_MANIFEST;
+use vigil_testenv::hosted::host_path_volume;
 use vigil_testenv::{TestEnv, wait_for};
 
 /// The article's cluster.
@@ -192,41 +192,19 @@ impl Prober {
     }
 }
 
-/// hostPath PersistentVolumes for etcd, each a directory of the host owned by the user etcd
-/// runs as (hostPath volumes get no fsGroup).
+/// hostPath PersistentVolumes for etcd (the node has no provisioner).
 async fn make_volumes(
     client: &Client,
     dir: &std::path::Path,
     tag: &str,
     count: usize,
 ) -> Vec<String> {
-    let api: Api<PersistentVolume> = Api::all(client.clone());
-    let node_name = std::env::var("KUBE_NODE_NAME").unwrap_or_else(|_| "node-1".into());
     let mut names = Vec::new();
     for i in 0..count {
-        let path = dir.join(format!("pv-{i}"));
-        std::fs::create_dir_all(&path).expect("a volume directory");
-        std::os::unix::fs::chown(&path, Some(65532), Some(65532)).expect("chown (needs root)");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700)).expect("chmod");
         let name = format!("{tag}-{i}");
-        let pv: PersistentVolume = support::json(json!({
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": name},
-            "spec": {
-                "storageClassName": STORAGE_CLASS,
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteOnce"],
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": path.to_string_lossy(), "type": "Directory"},
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node_name]},
-                ]}]}},
-            },
-        }));
-        api.create(&PostParams::default(), &pv)
+        host_path_volume(client, &name, &dir.join(format!("pv-{i}")), STORAGE_CLASS)
             .await
-            .expect("a PersistentVolume");
+            .unwrap_or_else(|e| panic!("{e}"));
         names.push(name);
     }
     names
