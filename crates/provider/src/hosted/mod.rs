@@ -443,6 +443,24 @@ impl HostedProvider {
             .collect()
     }
 
+    /// Merges `data` (if any) into the record of `id`, then makes a step from it.
+    async fn record_and_step(
+        &self,
+        id: &str,
+        names: &Names,
+        data: &BTreeMap<String, String>,
+    ) -> ProviderResult<ProviderCluster> {
+        if !data.is_empty() {
+            self.store.update_record(names, data).await?;
+        }
+        let record = self
+            .store
+            .record(names)
+            .await?
+            .ok_or_else(|| ProviderError::NotFound(id.to_owned()))?;
+        self.step(names, &record).await
+    }
+
     /// The record of an id, if the cluster exists.
     async fn record_of(&self, id: &str) -> ProviderResult<Option<(Names, ConfigMap)>> {
         let Some(names) = Names::from_id(id) else {
@@ -594,14 +612,9 @@ impl ClusterProvider for HostedProvider {
                 .unwrap_or(current.clone());
             self.config.upgrade_path(&running, kube_version)?;
             let data = BTreeMap::from([(record::KUBE_VERSION.to_owned(), kube_version.to_owned())]);
-            self.store.update_record(&names, &data).await?;
+            return self.record_and_step(id, &names, &data).await;
         }
-        let record = self
-            .store
-            .record(&names)
-            .await?
-            .ok_or_else(|| ProviderError::NotFound(id.to_owned()))?;
-        self.step(&names, &record).await
+        self.record_and_step(id, &names, &BTreeMap::new()).await
     }
 
     async fn set_addons(&self, id: &str, addons: &[Addon]) -> ProviderResult<ProviderCluster> {
@@ -614,13 +627,7 @@ impl ClusterProvider for HostedProvider {
             record::ADDONS.to_owned(),
             serde_json::to_string(addons).unwrap_or_else(|_| "[]".into()),
         )]);
-        self.store.update_record(&names, &data).await?;
-        let record = self
-            .store
-            .record(&names)
-            .await?
-            .ok_or_else(|| ProviderError::NotFound(id.to_owned()))?;
-        self.step(&names, &record).await
+        self.record_and_step(id, &names, &data).await
     }
 
     async fn delete(&self, id: &str) -> ProviderResult<Deletion> {
