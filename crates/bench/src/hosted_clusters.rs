@@ -130,6 +130,10 @@ pub async fn run(args: HostedClustersBench) -> anyhow::Result<()> {
     let node = Node::from_env()?;
     let catalog = catalog_flags(&args.control_plane_values)?;
     let client = crate::support::real_plane::client_from(&node.kubeconfig).await?;
+    // The node may never have had Vigil installed: the CRD first (kept, as a chart keeps it).
+    vigil_testenv::install_crd(&client, &vigil_apis::crds::kubernetes_cluster())
+        .await
+        .context("installing the KubernetesCluster CRD")?;
     let ns = format!("vigil-bench-hosted-{}", std::process::id());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces

@@ -430,13 +430,14 @@ impl HostedProvider {
         converged
             .into_iter()
             .map(|mut addon| {
-                if addon.state == AddonState::Installing && nodes.as_ref().is_ok_and(|n| *n == 0) {
+                // Installing, or failed past its progress deadline: with no node, no pod.
+                let waiting = matches!(addon.state, AddonState::Installing | AddonState::Failed);
+                if waiting && nodes.as_ref().is_ok_and(|n| *n == 0) {
                     addon.state = AddonState::Failed;
-                    addon.message = Some(format!(
-                        "NoWorkerNodes: the hosted cluster has no worker nodes, so the addon's \
-                         pods cannot run; its Deployment is applied and starts when nodes join ({})",
-                        addon.message.as_deref().unwrap_or("applied")
-                    ));
+                    // A fixed text: the rollout's own words change between the pass that
+                    // applied the Deployment and the next, and a status that changes is a
+                    // write at rest.
+                    addon.message = Some(NO_WORKER_NODES.to_owned());
                 }
                 addon
             })
@@ -480,6 +481,10 @@ async fn master_version(client: &kube::Client) -> Option<String> {
     let git = version.git_version;
     Some(git.strip_prefix('v').unwrap_or(&git).to_owned())
 }
+
+/// Why an addon of a hosted cluster does not run.
+const NO_WORKER_NODES: &str = "NoWorkerNodes: the hosted cluster has no worker nodes, so the \
+     addon's pods cannot run; its Deployment is applied and starts when nodes join";
 
 fn pending_addons(wanted: &[Addon], why: &str) -> Vec<AddonStatus> {
     wanted
