@@ -30,6 +30,7 @@ use serde_json::json;
 use vigil_apis::KubernetesCluster;
 use vigil_apis::kubernetes_cluster::ARTICLE_MANIFEST;
 use vigil_testenv::hosted::{CatalogVersion, ControlPlaneImages, host_path_volume};
+use vigil_testenv::wait_for;
 
 use crate::support::http::http_get;
 use crate::support::metrics::Reconciles;
@@ -111,19 +112,6 @@ fn pods_rss_mib(uids: &[String]) -> f64 {
         }
     }
     total
-}
-
-async fn wait_until<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let started = Instant::now();
-    while !check().await {
-        anyhow::ensure!(started.elapsed() < TIMEOUT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
 }
 
 pub async fn run(args: HostedClustersBench) -> anyhow::Result<()> {
@@ -289,17 +277,24 @@ async fn measure(
     clusters
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await?;
-    wait_until("every cluster deleted, nothing of them left", || async {
-        let objects = clusters
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.len());
-        let left = pods
-            .list(&ListParams::default().labels("vigil.dev/cluster"))
-            .await
-            .map(|l| l.items.len());
-        matches!((objects, left), (Ok(0), Ok(0)))
-    })
+    wait_for(
+        "every cluster deleted, nothing of them left",
+        TIMEOUT,
+        || async {
+            let objects = clusters
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.len());
+            let left = pods
+                .list(&ListParams::default().labels("vigil.dev/cluster"))
+                .await
+                .map(|l| l.items.len());
+            match (objects, left) {
+                (Ok(0), Ok(0)) => Ok(Some(())),
+                other => Err(format!("objects and pods left: {other:?}")),
+            }
+        },
+    )
     .await?;
     println!(
         "  delete: every cluster and its pods gone in {:.1} s",
@@ -367,8 +362,8 @@ async fn upgrade(
             &Patch::Merge(json!({"spec": {"kubeVersion": "1.29"}})),
         )
         .await?;
-    wait_until("cluster-0 at 1.29", || async {
-        clusters.get("cluster-0").await.is_ok_and(|c| {
+    wait_for("cluster-0 at 1.29", TIMEOUT, || async {
+        let upgraded = clusters.get("cluster-0").await.is_ok_and(|c| {
             ready(&c)
                 && c.status.as_ref().is_some_and(|s| {
                     s.master_version
@@ -378,7 +373,8 @@ async fn upgrade(
                             .iter()
                             .any(|c| c.type_ == "Upgrading" && c.status == "False")
                 })
-        })
+        });
+        Ok(upgraded.then_some(()))
     })
     .await?;
     let took = started.elapsed();

@@ -564,11 +564,13 @@ impl ClusterProvider for HostedProvider {
             Some(record) => record,
             None => {
                 let desired = manifests::record(&names, identity, &record_data(request));
-                self.store.create_record(&names, &desired).await?;
-                self.store
-                    .record(&names)
-                    .await?
-                    .ok_or_else(|| unavailable("reading the record just created", "not found"))?
+                match self.store.create_record(&names, &desired).await? {
+                    Some(created) => created,
+                    // Made meanwhile by another replica or call: that one is the cluster.
+                    None => self.store.record(&names).await?.ok_or_else(|| {
+                        unavailable("reading the record another call created", "not found")
+                    })?,
+                }
             }
         };
         if record.labels().get(UUID_LABEL) != Some(&identity.uuid) {

@@ -155,12 +155,13 @@ impl Store {
         Ok(records)
     }
 
-    /// Creates the record; `Ok(false)` when one exists already (another replica, a retry).
+    /// Creates the record: the record as created, or `None` when one exists already (another
+    /// replica, a retry).
     pub async fn create_record(
         &self,
         names: &Names,
         record: &Value,
-    ) -> Result<bool, ProviderError> {
+    ) -> Result<Option<ConfigMap>, ProviderError> {
         let object: ConfigMap = serde_json::from_value(record.clone())
             .map_err(|e| unavailable("building the record", e))?;
         let params = PostParams {
@@ -168,8 +169,8 @@ impl Store {
             ..PostParams::default()
         };
         match self.api::<ConfigMap>(names).create(&params, &object).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
+            Ok(created) => Ok(Some(created)),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(None),
             Err(e) => Err(unavailable("creating the record", e)),
         }
     }
