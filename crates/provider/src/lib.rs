@@ -17,6 +17,8 @@
 //!   timeout: retry with backoff); [`ProviderError::Rejected`] means the request cannot succeed
 //!   as it is (unknown addon, unsupported version, a refused delete): report it, do not hammer.
 
+#[cfg(target_os = "linux")]
+mod addons;
 pub mod catalog;
 pub mod contract;
 pub mod external;
@@ -26,6 +28,8 @@ pub mod kubeconfig;
 #[cfg(target_os = "linux")]
 pub mod local;
 pub mod protocol;
+#[cfg(target_os = "linux")]
+mod rollout;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

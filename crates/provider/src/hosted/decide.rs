@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
 
 use super::config::{HostedConfig, VersionImages};
 use super::names::VERSION_ANNOTATION;
-use crate::local::rollout::{Rollout, rollout};
+use crate::rollout::{Rollout, rollout};
 use crate::{ClusterState, ProviderError};
 
 /// A component's Deployment as found: the catalog version it runs and whether its rollout is

@@ -419,7 +419,7 @@ impl HostedProvider {
     /// seconds for as long as no node joins); its Deployment is in place, and the next look
     /// after nodes join finds it installing, then installed.
     async fn addons(&self, client: &kube::Client, wanted: &[Addon]) -> Vec<AddonStatus> {
-        let converged = match crate::local::addons::converge(client, wanted).await {
+        let converged = match crate::addons::converge(client, wanted).await {
             Ok(converged) => converged.addons,
             Err(e) => return pending_addons(wanted, &format!("listing addons: {e}")),
         };

@@ -14,10 +14,8 @@
 //! SIGTERM and waits a moment; what takes longer is finished by later calls, with SIGKILL after
 //! the grace period. Every step is safe to repeat after a crash at any point.
 
-pub(crate) mod addons;
 mod lock;
 mod process;
-pub(crate) mod rollout;
 mod state;
 
 use std::collections::HashMap;
@@ -498,7 +496,7 @@ impl LocalProvider {
         }
         match tokio::time::timeout(
             self.config.probe_timeout * 4,
-            addons::converge(&client, &record.addons),
+            crate::addons::converge(&client, &record.addons),
         )
         .await
         {

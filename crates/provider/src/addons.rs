@@ -1,14 +1,14 @@
-//! Addons of a local cluster: each one a Deployment named after it in the cluster's
-//! `kube-system` namespace, its version in an annotation (and, where it fits, a label and the
-//! image tag). Converging applies the missing and changed ones and deletes the unwanted ones;
-//! what is reported is what was found in the cluster, so an addon someone deleted by hand shows
-//! up (and comes back).
+//! Addons of a provisioned cluster, shared by the `local` and `hosted` providers: each one a
+//! Deployment named after it in the cluster's `kube-system` namespace, its version in an
+//! annotation (and, where it fits, a label and the image tag). Converging applies the missing
+//! and changed ones and deletes the unwanted ones; what is reported is what was found in the
+//! cluster, so an addon someone deleted by hand shows up (and comes back).
 //!
 //! An addon is `Installed` only once its Deployment is available in the cluster, judged as
-//! `kubectl rollout status` judges it: the cluster's sandbox runs the Deployment and ReplicaSet
-//! loops and a simulated kubelet, so the addon's pods run there as they would on a real node.
-//! Until then it is `Installing` (the message says what the rollout waits for); a rollout past
-//! its progress deadline is `Failed`.
+//! `kubectl rollout status` judges it ([`crate::rollout`]): on a `local` cluster the sandbox
+//! runs the Deployment and ReplicaSet loops and a simulated kubelet, on a `hosted` one the
+//! cluster's own controller manager and its nodes do. Until then it is `Installing` (the
+//! message says what the rollout waits for); a rollout past its progress deadline is `Failed`.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use super::rollout::{Rollout, rollout};
+use crate::rollout::{Rollout, rollout};
 use crate::{Addon, AddonState, AddonStatus};
 
 pub const NAMESPACE: &str = "kube-system";
