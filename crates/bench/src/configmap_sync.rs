@@ -37,7 +37,6 @@ use crate::support::http::http_get;
 use crate::support::metrics::samples;
 use crate::support::sandbox::{Child, spawn_sandbox};
 use crate::support::stats::percentile;
-use crate::support::temp::TempFile;
 use crate::support::usage::rss_mib;
 use crate::support::vigil::{Vigil, spawn_vigil};
 
@@ -89,32 +88,15 @@ pub async fn run(args: ConfigMapSyncBench) -> anyhow::Result<()> {
 
 /// A sandbox and a Vigil running only the ConfigMapSync controller, trusting every author.
 struct Pair {
-    /// Dropped last: Vigil first, then the sandbox, then the kubeconfig.
+    /// Dropped in this order: Vigil first, then the sandbox (and its kubeconfig).
     vigil: Vigil,
     sandbox: Child,
-    _kubeconfig: TempFile,
     url: String,
 }
 
-async fn start_sandbox(tag: &str) -> anyhow::Result<(Child, TempFile, Client)> {
-    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-configmap-sync-{tag}-{}.kubeconfig",
-        std::process::id()
-    )));
-    let path = kubeconfig
-        .0
-        .to_str()
-        .context("temp dir path is not UTF-8")?
-        .to_owned();
-    let sandbox = spawn_sandbox(&[
-        "--kubeconfig-out",
-        &path,
-        "--no-kubelet",
-        "--watch-window",
-        "200000",
-    ])
-    .await?;
-    let client = own_client(&sandbox.url)?;
+async fn start_sandbox() -> anyhow::Result<(Child, Client)> {
+    let sandbox = spawn_sandbox(&["--no-kubelet", "--watch-window", "200000"]).await?;
+    let client = sandbox.client()?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     ok_if_exists(
         crds.create(&PostParams::default(), &ConfigMapSync::crd())
@@ -127,12 +109,12 @@ async fn start_sandbox(tag: &str) -> anyhow::Result<(Child, TempFile, Client)> {
         || async { Ok(syncs.list(&ListParams::default().limit(1)).await.is_ok()) },
     )
     .await?;
-    Ok((sandbox, kubeconfig, client))
+    Ok((sandbox, client))
 }
 
-async fn start_vigil(sandbox: Child, kubeconfig: TempFile) -> anyhow::Result<Pair> {
+async fn start_vigil(sandbox: Child) -> anyhow::Result<Pair> {
     let mut vigil = spawn_vigil(
-        &kubeconfig.0,
+        sandbox.kubeconfig(),
         &[
             "--controllers",
             "configmapsync",
@@ -156,7 +138,6 @@ async fn start_vigil(sandbox: Child, kubeconfig: TempFile) -> anyhow::Result<Pai
     Ok(Pair {
         vigil,
         sandbox,
-        _kubeconfig: kubeconfig,
         url,
     })
 }
@@ -261,7 +242,7 @@ fn watch_copies(client: Client) -> (mpsc::UnboundedReceiver<(String, u64, Instan
 }
 
 async fn latency(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
-    let (sandbox, kubeconfig, client) = start_sandbox("latency").await?;
+    let (sandbox, client) = start_sandbox().await?;
     create_namespace(&client, LATENCY_SRC, json!({})).await?;
     let destinations: Vec<String> = (0..args.destinations)
         .map(|i| format!("cms-bench-dst-{i:03}"))
@@ -279,7 +260,7 @@ async fn latency(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
         json!({"seq": "0", "payload": "x".repeat(256)}),
     )
     .await?;
-    let pair = start_vigil(sandbox, kubeconfig).await?;
+    let pair = start_vigil(sandbox).await?;
     let client = own_client(&pair.url)?;
     let (mut copies, _copy_watch) = watch_copies(own_client(&pair.url)?);
 
@@ -454,7 +435,7 @@ fn counter_changes(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>
 }
 
 async fn scale(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
-    let (sandbox, kubeconfig, client) = start_sandbox("scale").await?;
+    let (sandbox, client) = start_sandbox().await?;
     create_namespace(&client, SCALE_SRC, json!({})).await?;
     let destinations: Vec<String> = (0..args.fan_out)
         .map(|i| format!("cms-scale-{i:02}"))
@@ -475,7 +456,7 @@ async fn scale(args: &ConfigMapSyncBench) -> anyhow::Result<()> {
         }
     })
     .await?;
-    let pair = start_vigil(sandbox, kubeconfig).await?;
+    let pair = start_vigil(sandbox).await?;
     let client = own_client(&pair.url)?;
     let (idle_peak, _) = rss_mib(pair.vigil.pid).unwrap_or((0.0, 0.0));
 

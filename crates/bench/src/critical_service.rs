@@ -39,7 +39,6 @@ use crate::support::http::http_get;
 use crate::support::metrics::Reconciles;
 use crate::support::sandbox::spawn_sandbox;
 use crate::support::stats::percentile;
-use crate::support::temp::TempFile;
 use crate::support::usage::{CLK_TCK, rss_mib};
 use crate::support::vigil::{Vigil, spawn_vigil};
 
@@ -80,19 +79,9 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         "need --burst-pods > 0 and --concurrency > 0"
     );
     let began = Instant::now();
-    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-critical-service-{}.kubeconfig",
-        std::process::id()
-    )));
-    let kubeconfig_arg = kubeconfig
-        .0
-        .to_str()
-        .context("temp dir path is not UTF-8")?;
-    let sandbox = spawn_sandbox(&["--kubeconfig-out", kubeconfig_arg]).await?;
+    let sandbox = spawn_sandbox(&[]).await?;
     let sandbox_pid = sandbox.process.id().context("sandbox pid")?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
+    let client = sandbox.client()?;
 
     // Setup: namespace, CRD, PodTemplate; Vigil starts once the CRD is served (so its
     // CriticalService watch does not start in backoff).
@@ -129,7 +118,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         .context("creating the PodTemplate")?;
 
     let mut vigil = spawn_vigil(
-        &kubeconfig.0,
+        sandbox.kubeconfig(),
         &[
             "--controllers",
             "criticalservice",
@@ -161,7 +150,7 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         .resource_version
         .unwrap_or_default();
     let (tx, rx) = mpsc::unbounded_channel();
-    let watch_client = Client::try_from(kube::Config::new(sandbox.url.parse()?))?;
+    let watch_client = sandbox.client()?;
     let watch_task = tokio::spawn(watch_pods(Api::namespaced(watch_client, NS), start_rv, tx));
     let mut tracker = Tracker::new(rx);
 
@@ -356,10 +345,9 @@ pub async fn run(args: CriticalServiceBench) -> anyhow::Result<()> {
         "  total runtime:        {:.1} s",
         began.elapsed().as_secs_f64()
     );
-    // Vigil first, then the sandbox (both killed on drop), then the kubeconfig.
+    // Vigil first, then the sandbox (both killed on drop, the sandbox's kubeconfig removed).
     drop(vigil);
     drop(sandbox);
-    drop(kubeconfig);
     Ok(())
 }
 

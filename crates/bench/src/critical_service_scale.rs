@@ -1,12 +1,14 @@
 //! `vigil-bench critical-service-scale`: Vigil's CriticalService controller against a large
-//! namespace, measured with Vigil in its own process. The product target: 10,000 Services,
+//! cluster, measured with Vigil in its own process. The product target: 10,000 Services,
 //! 50,000 pods and 1,000 CriticalServices reach steady state in under 10 s, Vigil's peak RSS stays
 //! under 100 MB, and in steady state Vigil makes no writes and no LIST beyond its watches' start.
 //!
 //! 1. Setup, before Vigil runs: the API server (`vigil sandbox --no-kubelet`, a child; or with
-//!    `--real` upstream kube-apiserver 1.28, see `server.rs`) gets namespace `scale`, the
-//!    CRD, the default PodTemplate, CriticalServices `cs-<i>` (each covering label `cs=cs-<i>`),
-//!    Services `svc-<j>` (selector `app=svc-<j>`, label `cs=cs-<j mod CRs>`) and their pods, made
+//!    `--real` upstream kube-apiserver 1.28, see `server.rs`) gets namespace `scale` (Vigil's
+//!    own: the default PodTemplate), the CRD, CriticalServices `cs-<i>` (each covering label
+//!    `cs=cs-<i>` in namespace `scale-<i mod N>`, N = `--service-namespaces`), Services `svc-<j>`
+//!    (selector `app=svc-<j>`, label `cs=cs-<j mod CRs>`, in that CriticalService's namespace,
+//!    so a namespace holds ~1/N of everything, as a real cluster's teams do) and their pods, made
 //!    Ready by writing pod status directly (phase Running, podIP, Ready True) as `bench endpoints`
 //!    does. A deterministic 1% of the Services (`j mod 100 == (j / 100) mod 100`: one in every
 //!    block of 100, each covered by a different CriticalService) get no pods: they are lame and
@@ -71,6 +73,13 @@ pub struct ScaleBench {
     /// CriticalServices (`cs-<i>`, covering label `cs=cs-<i>`); Services spread evenly over them.
     #[arg(long, default_value_t = 1_000)]
     critical_services: usize,
+    /// Namespaces the Services and their pods spread over (`scale-<n>`, at most one per
+    /// CriticalService). kube-controller-manager's EndpointSlice and Endpoints controllers match
+    /// each pod event against every Service of the pod's namespace: with all 10,000 Services in
+    /// one namespace, kube-controller-manager 1.28 drains ~20 pod events a second and never
+    /// settles. 100 namespaces of 100 Services is a shape real clusters have.
+    #[arg(long, default_value_t = 100)]
+    service_namespaces: usize,
     /// Requests in flight from the bench while setting up.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
@@ -115,6 +124,8 @@ pub struct ScaleBench {
     apiserver_port: u16,
 }
 
+/// Vigil's own namespace here (its default PodTemplate); the workloads are in
+/// `scale-<n>` ([`Layout::namespace`]).
 const NS: &str = "scale";
 const TEMPLATE: &str = "critical-service-pod-template";
 /// `vigil run`'s default `--pod-name-prefix`.
@@ -171,6 +182,7 @@ impl RestCpu {
 struct Layout {
     services: usize,
     crs: usize,
+    namespaces: usize,
     per_service: usize,
     /// Services that get pods, in order.
     healthy: Vec<usize>,
@@ -208,6 +220,7 @@ impl Layout {
         Self {
             services: args.services,
             crs: args.critical_services,
+            namespaces: args.service_namespaces,
             per_service: args.pods / args.services,
             healthy,
             lame,
@@ -216,12 +229,32 @@ impl Layout {
         }
     }
 
+    /// The namespace of Service `j` (and of its pods, and of the CriticalService covering it).
+    fn namespace(&self, j: usize) -> String {
+        self.cr_namespace(self.namespace_index(j))
+    }
+
+    /// `n` of Service `j`'s namespace `scale-<n>`.
+    fn namespace_index(&self, j: usize) -> usize {
+        (j % self.crs) % self.namespaces
+    }
+
+    /// The namespace CriticalService `cs-<i>` covers.
+    fn cr_namespace(&self, i: usize) -> String {
+        format!("{NS}-{}", i % self.namespaces)
+    }
+
+    /// The pods of Service `j`'s namespace.
+    fn pods(&self, client: &Client, j: usize) -> Api<Pod> {
+        Api::namespaced(client.clone(), &self.namespace(j))
+    }
+
     /// Whether a CriticalService covers Service `j`.
     fn covered(&self, j: usize) -> bool {
         !self.uncovered.contains(&j)
     }
 
-    fn pods(&self) -> usize {
+    fn pod_count(&self) -> usize {
         self.healthy.len() * self.per_service
     }
 
@@ -241,14 +274,15 @@ pub async fn run(args: ScaleBench) -> anyhow::Result<()> {
         args.critical_services > 0
             && args.services >= args.critical_services
             && args.pods >= args.services
-            && args.concurrency > 0,
-        "need services >= critical-services > 0, pods >= services, concurrency > 0"
+            && args.concurrency > 0
+            && (1..=args.critical_services).contains(&args.service_namespaces),
+        "need services >= critical-services >= service-namespaces > 0, pods >= services, concurrency > 0"
     );
     let began = Instant::now();
     let server = if args.real {
         Server::real(&args.kube_dir, args.apiserver_port).await?
     } else {
-        Server::sandbox("").await?
+        Server::sandbox().await?
     };
     // Stopped whatever happened, an interruption included (the real control plane does not
     // stop on drop).
@@ -270,7 +304,8 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
 
     // The bench's watches, from before Vigil starts, each on its own connection.
     let watch_errors: Arc<Mutex<Vec<String>>> = Arc::default();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    // Every namespace's pods: the workloads' and Vigil's fallbacks are spread over them.
+    let pods: Api<Pod> = Api::all(client.clone());
     let crs: Api<CriticalService> = Api::all(client.clone());
     let events: Api<KubeEvent> = Api::all(client.clone());
     let expected_fallbacks: Arc<HashSet<String>> =
@@ -285,7 +320,7 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
     {
         let managed = format!("{MANAGED_BY}=vigil");
         let rv = current_rv(&pods, &ListParams::default().labels(&managed)).await?;
-        let api: Api<Pod> = Api::namespaced(server.client()?, NS);
+        let api: Api<Pod> = Api::all(server.client()?);
         let (seen, expected) = (fallbacks.clone(), expected_fallbacks.clone());
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -374,7 +409,7 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
     let all_pods: Arc<Mutex<PodWrites>> = Arc::default();
     {
         let rv = current_rv(&pods, &ListParams::default().limit(1)).await?;
-        let api: Api<Pod> = Api::namespaced(server.client()?, NS);
+        let api: Api<Pod> = Api::all(server.client()?);
         let writes = all_pods.clone();
         let last = last_write.clone();
         tasks.push(spawn_watch(
@@ -562,34 +597,36 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
     let watcher_before = at_steady.watcher_lines;
 
     say!(
-        "vigil-bench critical-service-scale: {} Services ({} covered by none), {} pods ({} per Service; {} lame Services with none), {} CriticalServices, namespace {NS}",
+        "vigil-bench critical-service-scale: {} Services ({} covered by none), {} pods ({} per Service; {} lame Services with none), {} CriticalServices, in {} namespaces ({NS}-<n>)",
         layout.services,
         layout.uncovered.len(),
-        layout.pods(),
+        layout.pod_count(),
         layout.per_service,
         layout.lame.len(),
-        layout.crs
+        layout.crs,
+        layout.namespaces
     );
     say!(
-        "  processes:            `vigil run` pid {} (--leader-elect false --namespaces {NS} --pod-template-ns {NS}, RUST_LOG={}); API server: {} ({})",
+        "  processes:            `vigil run` pid {} (--leader-elect false {}, RUST_LOG={}); API server: {} ({})",
         vigil.pid(),
+        vigil_flags().join(" "),
         args.vigil_rust_log,
         server.label,
         server.processes()
     );
     say!(
-        "  setup (before Vigil): {:.1} s: namespace, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
+        "  setup (before Vigil): {:.1} s: namespaces, CRD, PodTemplate {:.2} s; {} CriticalServices {:.2} s; {} Services {:.2} s; {} pods created and made Ready ({} requests, {} in flight) {:.1} s ({:.0} requests/s); EndpointSlices settled {:.1} s later ({} slices)",
         setup.total.as_secs_f64(),
         setup.base.as_secs_f64(),
         layout.crs,
         setup.crs.as_secs_f64(),
         layout.services,
         setup.services.as_secs_f64(),
-        layout.pods(),
-        2 * layout.pods(),
+        layout.pod_count(),
+        2 * layout.pod_count(),
         args.concurrency,
         setup.pods.as_secs_f64(),
-        (2 * layout.pods()) as f64 / setup.pods.as_secs_f64().max(1e-9),
+        (2 * layout.pod_count()) as f64 / setup.pods.as_secs_f64().max(1e-9),
         setup.slices.as_secs_f64(),
         setup.slice_count
     );
@@ -749,11 +786,11 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
     let pages = |n: usize| n.div_ceil(WATCHER_PAGE).max(1);
     let start_pages = pages(layout.crs)
         + pages(layout.services)
-        + pages(layout.pods())
+        + pages(layout.pod_count())
         + pages(setup.slice_count)
         + pages(1);
     say!(
-        "    LIST requests:       {watcher_in_window} inferred in the window   target 0 {}: Vigil has no request metric; its 5 kube-runtime watchers (CriticalServices, and in {NS} Services, pods, EndpointSlices; PodTemplates everywhere) LIST only when they start (~{start_pages} pages of {WATCHER_PAGE} here) or must re-list, and log every watch/list error at debug level (RUST_LOG above): {watcher_in_window} such kube_runtime::watcher lines in the window, {watcher_before} before it",
+        "    LIST requests:       {watcher_in_window} inferred in the window   target 0 {}: Vigil has no request metric; its kube-runtime watchers (CriticalServices, Services, pods, EndpointSlices, ReplicaSets, StatefulSets, PodTemplates, all cluster-wide) LIST only when they start (~{start_pages} pages of {WATCHER_PAGE} here) or must re-list, and log every watch/list error at debug level (RUST_LOG above): {watcher_in_window} such kube_runtime::watcher lines in the window, {watcher_before} before it",
         if watcher_in_window == 0 {
             "(met)"
         } else {
@@ -831,7 +868,7 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
         }
     }
     say!(
-        "  reproduce:            target/release/vigil-bench critical-service-scale{} --services {} --pods {} --critical-services {} --concurrency {} --steady-seconds {} --churn-seconds {} --churn-rate {} --probes {}",
+        "  reproduce:            target/release/vigil-bench critical-service-scale{} --services {} --pods {} --critical-services {} --service-namespaces {} --concurrency {} --steady-seconds {} --churn-seconds {} --churn-rate {} --probes {}",
         if args.real {
             format!(
                 " --real --kube-dir {} --apiserver-port {}",
@@ -844,6 +881,7 @@ async fn run_on(args: &ScaleBench, server: &Server, began: Instant) -> anyhow::R
         args.services,
         args.pods,
         args.critical_services,
+        args.service_namespaces,
         args.concurrency,
         args.steady_seconds,
         args.churn_seconds,
@@ -918,18 +956,29 @@ async fn setup(
 ) -> anyhow::Result<Setup> {
     let started = Instant::now();
     base_setup(client).await?;
-    server.ready_for_pods(NS).await?;
+    for n in 0..layout.namespaces {
+        let namespace: Namespace =
+            serde_json::from_value(json!({"metadata": {"name": layout.cr_namespace(n)}}))?;
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .with_context(|| format!("creating namespace {}", layout.cr_namespace(n)))?;
+    }
+    for n in 0..layout.namespaces {
+        server.ready_for_pods(&layout.cr_namespace(n)).await?;
+    }
     let crs: Api<CriticalService> = Api::all(client.clone());
     let base = started.elapsed();
 
     let phase = Instant::now();
     in_parallel("CriticalServices", layout.crs, args.concurrency, |i| {
         let crs = crs.clone();
+        let namespace = layout.cr_namespace(i);
         async move {
             let cr: CriticalService = serde_json::from_value(json!({
                 "apiVersion": "mycrd.com/v1", "kind": "CriticalService",
                 "metadata": {"name": format!("cs-{i}")},
-                "spec": {"namespace": NS, "matchLabels": [{"key": "cs", "value": format!("cs-{i}")}]}
+                "spec": {"namespace": namespace, "matchLabels": [{"key": "cs", "value": format!("cs-{i}")}]}
             }))?;
             crs.create(&PostParams::default(), &cr)
                 .await
@@ -941,9 +990,8 @@ async fn setup(
     let crs_took = phase.elapsed();
 
     let phase = Instant::now();
-    let services: Api<Service> = Api::namespaced(client.clone(), NS);
     in_parallel("Services", layout.services, args.concurrency, |j| {
-        let services = services.clone();
+        let services: Api<Service> = Api::namespaced(client.clone(), &layout.namespace(j));
         let labels = if layout.covered(j) {
             json!({"cs": format!("cs-{}", j % layout.crs)})
         } else {
@@ -968,14 +1016,13 @@ async fn setup(
     let services_took = phase.elapsed();
 
     let phase = Instant::now();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     in_parallel(
         "pods (created and made Ready)",
-        layout.pods(),
+        layout.pod_count(),
         args.concurrency,
         |p| {
-            let pods = pods.clone();
             let (j, k) = layout.pod(p);
+            let pods = layout.pods(client, j);
             async move {
                 let ip = format!("10.{}.{}.{}", 1 + p / 65_536, (p / 256) % 256, p % 256);
                 create_ready_pod(&pods, j, &format!("svc-{j}-{k}"), &ip).await?;
@@ -988,7 +1035,7 @@ async fn setup(
 
     // The server's EndpointSlices list every pod ready (and nothing for the lame Services).
     let phase = Instant::now();
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), NS);
+    let slices: Api<EndpointSlice> = Api::all(client.clone());
     let slice_count = loop {
         let list = slices
             .list(&ListParams::default())
@@ -1662,7 +1709,7 @@ where
 
 /// `vigil run` as a child process (see `support::vigil`), and how its metrics server answered.
 /// How fast the server serves what Vigil's caches list when they start: pods, Services and
-/// EndpointSlices of the namespace and the CriticalServices, all at once and in pages of
+/// EndpointSlices of every namespace and the CriticalServices, all at once and in pages of
 /// [`WATCHER_PAGE`], as kube-runtime's watchers list them. `/readyz` cannot answer before this.
 async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
     async fn all<K>(api: Api<K>) -> anyhow::Result<usize>
@@ -1682,9 +1729,9 @@ async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
     }
     let started = Instant::now();
     let (pods, services, slices, crs) = tokio::try_join!(
-        all(Api::<Pod>::namespaced(client.clone(), NS)),
-        all(Api::<Service>::namespaced(client.clone(), NS)),
-        all(Api::<EndpointSlice>::namespaced(client.clone(), NS)),
+        all(Api::<Pod>::all(client.clone())),
+        all(Api::<Service>::all(client.clone())),
+        all(Api::<EndpointSlice>::all(client.clone())),
         all(Api::<CriticalService>::all(client.clone())),
     )?;
     Ok((started.elapsed(), pods + services + slices + crs))
@@ -1694,7 +1741,7 @@ async fn list_floor(client: &Client) -> anyhow::Result<(Duration, usize)> {
 /// what it needs to start ([`base_setup`]), read a second after `/readyz` answers. The scale's
 /// RSS above it is what the cached objects cost.
 async fn idle_rss(args: &ScaleBench) -> anyhow::Result<(f64, Duration)> {
-    let sandbox = Server::sandbox("-idle").await?;
+    let sandbox = Server::sandbox().await?;
     base_setup(&sandbox.client()?).await?;
     let log = ChildLog {
         rust_log: args.vigil_rust_log.clone(),
@@ -1754,16 +1801,10 @@ async fn spawn_vigil(kubeconfig: &Path, args: &ScaleBench) -> anyhow::Result<Vig
     })
 }
 
-/// `vigil run`'s flags in this bench (beside the kubeconfig, metrics address and election).
-fn vigil_flags() -> [&'static str; 6] {
-    [
-        "--controllers",
-        "criticalservice",
-        "--namespaces",
-        NS,
-        "--pod-template-ns",
-        NS,
-    ]
+/// `vigil run`'s flags in this bench (beside the kubeconfig, metrics address and election):
+/// every namespace, as the chart installs it, its PodTemplate in its own.
+fn vigil_flags() -> [&'static str; 4] {
+    ["--controllers", "criticalservice", "--pod-template-ns", NS]
 }
 
 impl Vigil {
@@ -1813,3 +1854,45 @@ async fn reconciles(vigil: &Vigil) -> anyhow::Result<Reconciles> {
 
 // ---------------------------------------------------------------------------------------------
 // Small things.
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        bench: ScaleBench,
+    }
+
+    fn layout(args: &[&str]) -> Layout {
+        let cli = Cli::parse_from(std::iter::once("bench").chain(args.iter().copied()));
+        Layout::new(&cli.bench)
+    }
+
+    #[test]
+    fn services_share_their_critical_services_namespace_and_spread_evenly() {
+        let layout = layout(&[
+            "--services",
+            "1000",
+            "--pods",
+            "5000",
+            "--critical-services",
+            "100",
+            "--service-namespaces",
+            "10",
+        ]);
+        let mut per_namespace: HashMap<String, usize> = HashMap::new();
+        for j in 0..layout.services {
+            // A CriticalService selects in one namespace: each Service it covers is there.
+            assert_eq!(layout.namespace(j), layout.cr_namespace(j % layout.crs));
+            *per_namespace.entry(layout.namespace(j)).or_default() += 1;
+        }
+        assert_eq!(per_namespace.len(), 10);
+        assert!(per_namespace.values().all(|n| *n == 100));
+        // The lame Services are spread too: every namespace has some to fall back for.
+        let lame: HashSet<String> = layout.lame.iter().map(|j| layout.namespace(*j)).collect();
+        assert_eq!(lame.len(), 10);
+    }
+}

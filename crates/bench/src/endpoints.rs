@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
-use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -82,7 +81,7 @@ pub async fn run(args: EndpointsBench) -> anyhow::Result<()> {
     );
     let child = spawn_sandbox(&["--no-kubelet"]).await?;
     let pid = child.process.id().context("sandbox pid")?;
-    let client = Client::try_from(kube::Config::new(child.url.parse()?))?;
+    let client = child.client()?;
     let namespaces: Api<Namespace> = Api::all(client.clone());
     namespaces
         .create(

@@ -52,15 +52,9 @@ pub async fn run(args: FidelityBench) -> anyhow::Result<()> {
 
     let started = Instant::now();
     let temp = tempdir("vigil-bench-fidelity")?;
-    let sandbox_kubeconfig = temp.join("sandbox.kubeconfig");
-    let sandbox = spawn_sandbox(&[
-        "--no-kubelet",
-        "--kubeconfig-out",
-        &sandbox_kubeconfig.display().to_string(),
-    ])
-    .await?;
+    let sandbox = spawn_sandbox(&["--no-kubelet"]).await?;
     let sandbox_ready = started.elapsed();
-    let sandbox_phases = workload(&client_from(&sandbox_kubeconfig).await?, args.objects).await?;
+    let sandbox_phases = workload(&client_from(sandbox.kubeconfig()).await?, args.objects).await?;
     drop(sandbox);
 
     let work = temp.join("kube");

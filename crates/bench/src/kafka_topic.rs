@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
-use kube::Client;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::watcher;
 use serde_json::json;
@@ -31,7 +30,6 @@ use crate::support::http::http_get;
 use crate::support::metrics::samples;
 use crate::support::sandbox::spawn_sandbox;
 use crate::support::stats::percentile;
-use crate::support::temp::TempFile;
 use crate::support::usage::rss_mib;
 use crate::support::vigil::spawn_vigil;
 
@@ -79,22 +77,11 @@ pub async fn run(args: KafkaTopicBench) -> anyhow::Result<()> {
         .list_topics()
         .await
         .with_context(|| format!("the broker at {} does not answer", args.bootstrap))?;
-    let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-        "vigil-bench-kafka-topic-{}.kubeconfig",
-        std::process::id()
-    )));
-    let path = kubeconfig
-        .0
-        .to_str()
-        .context("temp dir path is not UTF-8")?
-        .to_owned();
-    let sandbox = spawn_sandbox(&["--kubeconfig-out", &path, "--no-kubelet"]).await?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
+    let sandbox = spawn_sandbox(&["--no-kubelet"]).await?;
+    let client = sandbox.client()?;
     let topics = crate::support::kinds::install_kind::<Topic>(&client, NS).await?;
     let mut vigil = spawn_vigil(
-        &kubeconfig.0,
+        sandbox.kubeconfig(),
         &[
             "--controllers",
             "kafkatopic",

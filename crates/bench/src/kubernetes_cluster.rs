@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use futures::StreamExt as _;
+use kube::ResourceExt as _;
 use kube::api::{DeleteParams, PostParams};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use vigil_apis::KubernetesCluster;
@@ -345,9 +345,7 @@ pub async fn run(args: KubernetesClusterBench) -> anyhow::Result<()> {
     )));
     std::fs::create_dir_all(&root.0)?;
     let sandbox = spawn_sandbox(&["--no-kubelet"]).await?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
+    let client = sandbox.client()?;
     let clusters = crate::support::kinds::install_kind::<KubernetesCluster>(&client, NS).await?;
 
     let provider = ReferenceProvider::start(ReferenceConfig {

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use futures::{StreamExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use kube::api::{PostParams, WatchEvent, WatchParams};
-use kube::{Api, Client};
 
 use crate::support::sandbox::spawn_sandbox;
 use crate::support::stats::percentile;
@@ -97,7 +97,7 @@ async fn watch_latencies(
 pub async fn run(args: SandboxBench) -> anyhow::Result<()> {
     let child = spawn_sandbox(&["--no-kubelet"]).await?;
     let pid = child.process.id().context("sandbox pid")?;
-    let client = Client::try_from(kube::Config::new(child.url.parse()?))?;
+    let client = child.client()?;
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     // Warm the connection and learn the current resourceVersion to watch from.
     let list = api.list_metadata(&Default::default()).await?;
@@ -107,7 +107,7 @@ pub async fn run(args: SandboxBench) -> anyhow::Result<()> {
     let mut watchers = Vec::new();
     for _ in 0..args.watchers {
         // One connection per watcher, as separate controllers would have.
-        let watch_client = Client::try_from(kube::Config::new(child.url.parse()?))?;
+        let watch_client = child.client()?;
         let api: Api<ConfigMap> = Api::namespaced(watch_client, "default");
         watchers.push(tokio::spawn(watch_latencies(
             api,

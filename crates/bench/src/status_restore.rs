@@ -223,15 +223,8 @@ pub async fn run(args: StatusRestoreBench) -> anyhow::Result<()> {
         std::env::temp_dir().join(format!("vigil-bench-status-restore-{}", std::process::id())),
     );
     std::fs::create_dir_all(&root.0)?;
-    let kubeconfig = root.0.join("kubeconfig");
-    let sandbox = spawn_sandbox(&[
-        "--kubeconfig-out",
-        kubeconfig.to_str().context("temp dir path is not UTF-8")?,
-    ])
-    .await?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
+    let sandbox = spawn_sandbox(&[]).await?;
+    let client = sandbox.client()?;
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}}))?;
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
@@ -251,7 +244,7 @@ pub async fn run(args: StatusRestoreBench) -> anyhow::Result<()> {
     };
     let f = measure(
         &client,
-        &kubeconfig,
+        sandbox.kubeconfig(),
         NS,
         args.services,
         &location,

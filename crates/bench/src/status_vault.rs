@@ -176,16 +176,16 @@ pub async fn run(args: StatusVaultBench) -> anyhow::Result<()> {
         std::env::temp_dir().join(format!("vigil-bench-status-vault-{}", std::process::id())),
     );
     std::fs::create_dir_all(&root.0)?;
-    let kubeconfig = root.0.join("kubeconfig");
-    let kubeconfig_arg = kubeconfig.to_str().context("temp dir path is not UTF-8")?;
     let vault_location = args
         .vault
         .clone()
         .unwrap_or_else(|| root.0.join("vault").display().to_string());
-    let sandbox = spawn_sandbox(&["--kubeconfig-out", kubeconfig_arg]).await?;
-    let client = Client::try_from(kube::Config::new(
-        sandbox.url.parse().context("sandbox URL")?,
-    ))?;
+    let sandbox = spawn_sandbox(&[]).await?;
+    let kubeconfig_arg = sandbox
+        .kubeconfig()
+        .to_str()
+        .context("temp dir path is not UTF-8")?;
+    let client = sandbox.client()?;
     setup(&client, &vault_location).await?;
 
     let saved: SavedLog = Arc::default();

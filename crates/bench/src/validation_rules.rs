@@ -108,7 +108,7 @@ fn summary(latencies: &[Duration]) -> String {
 
 pub async fn run(args: ValidationRulesBench) -> anyhow::Result<()> {
     let child = spawn_sandbox(&["--no-kubelet"]).await?;
-    let client = Client::try_from(kube::Config::new(child.url.parse()?))?;
+    let client = child.client()?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let mut results = Vec::new();
     for with_rules in [false, true] {

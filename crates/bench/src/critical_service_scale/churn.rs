@@ -34,8 +34,7 @@ use kube::api::{Api, DeleteParams, ListParams, WatchEvent};
 
 use super::server::Server;
 use super::{
-    Layout, MANAGED_BY, NS, Vigil, create_ready_pod, current_rv, fallback_name, reconciles,
-    spawn_watch,
+    Layout, MANAGED_BY, Vigil, create_ready_pod, current_rv, fallback_name, reconciles, spawn_watch,
 };
 use crate::support::fmt::{diff, fmt_opt};
 use crate::support::metrics::samples;
@@ -83,14 +82,19 @@ pub(super) async fn run(
     settings: &ChurnSettings,
     errors: Arc<Mutex<Vec<String>>>,
 ) -> anyhow::Result<ChurnReport> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    // The probes' requests on a client of their own: never queued behind the churn's.
-    let probe_pods: Api<Pod> = Api::namespaced(server.client()?, NS);
+    // Every namespace's pods, for the watches; each Service's, to write them.
+    let pods: Api<Pod> = Api::all(client.clone());
+    let by_namespace: Vec<Api<Pod>> = (0..layout.namespaces)
+        .map(|n| Api::namespaced(client.clone(), &layout.cr_namespace(n)))
+        .collect();
     let probes = probe_services(layout, settings.probes);
+    // The probes' requests on a client of their own: never queued behind the churn's.
+    let probe_client = server.client()?;
+    let probe_pods = |j: usize| layout.pods(&probe_client, j);
     // The probe Services keep one pod each.
     for j in &probes {
         for k in 1..layout.per_service {
-            delete_now(&pods, &format!("svc-{j}-{k}")).await?;
+            delete_now(&layout.pods(client, *j), &format!("svc-{j}-{k}")).await?;
         }
     }
     // Vigil's fallback pods as they are ADDED, on a watch of the bench's own.
@@ -101,7 +105,7 @@ pub(super) async fn run(
         let added = added.clone();
         spawn_watch(
             "fallback watch (churn)",
-            Api::<Pod>::namespaced(server.client()?, NS),
+            Api::<Pod>::all(server.client()?),
             kube::api::WatchParams::default().labels(&managed),
             rv,
             errors.clone(),
@@ -129,7 +133,7 @@ pub(super) async fn run(
         let deleted = deleted.clone();
         spawn_watch(
             "probe pods' watch (churn)",
-            Api::<Pod>::namespaced(server.client()?, NS),
+            Api::<Pod>::all(server.client()?),
             kube::api::WatchParams::default().labels(&probe_selector),
             rv,
             errors.clone(),
@@ -151,7 +155,7 @@ pub(super) async fn run(
     let mut unanswered = 0;
     for (n, j) in probes.iter().enumerate() {
         let next = Instant::now() + Duration::from_secs(1);
-        match probe(&probe_pods, &seen, *j, n).await? {
+        match probe(&probe_pods(*j), &seen, *j, n).await? {
             Some(d) => at_rest.push(d),
             None => unanswered += 1,
         }
@@ -170,7 +174,7 @@ pub(super) async fn run(
     let churn_started = Instant::now();
     let churn_for = Duration::from_secs(settings.seconds);
     let churn = tokio::spawn(churn_pods(
-        pods.clone(),
+        by_namespace,
         layout_targets(layout, &probes),
         settings.rate,
         settings.concurrency,
@@ -185,7 +189,8 @@ pub(super) async fn run(
     while churn_started.elapsed() < churn_for {
         let next = Instant::now() + Duration::from_secs(1);
         let j = probes[n % probes.len()];
-        let (reaction, depth) = tokio::join!(probe(&probe_pods, &seen, j, n), depth(vigil));
+        let api = probe_pods(j);
+        let (reaction, depth) = tokio::join!(probe(&api, &seen, j, n), depth(vigil));
         match reaction? {
             Some(d) => under_churn.push(d),
             None => unanswered += 1,
@@ -255,13 +260,16 @@ fn probe_services(layout: &Layout, count: usize) -> Vec<usize> {
 }
 
 /// The pods the churn deletes: every replica of the healthy Services that are not probes,
-/// covered or not.
-fn layout_targets(layout: &Layout, probes: &[usize]) -> Vec<(usize, usize)> {
+/// covered or not, as (Service, replica, namespace index).
+fn layout_targets(layout: &Layout, probes: &[usize]) -> Vec<(usize, usize, usize)> {
     layout
         .healthy
         .iter()
         .filter(|j| !probes.contains(j))
-        .flat_map(|j| (0..layout.per_service).map(move |k| (*j, k)))
+        .flat_map(|j| {
+            let n = layout.namespace_index(*j);
+            (0..layout.per_service).map(move |k| (*j, k, n))
+        })
         .collect()
 }
 
@@ -369,8 +377,8 @@ async fn depth(vigil: &Vigil) -> Option<f64> {
 /// `rate` deletions a second, each with its replacement, for `how_long`, at most `concurrency`
 /// in flight; a tick with no room waits (the pace falls behind, which the report shows).
 async fn churn_pods(
-    pods: Api<Pod>,
-    targets: Vec<(usize, usize)>,
+    by_namespace: Vec<Api<Pod>>,
+    targets: Vec<(usize, usize, usize)>,
     rate: u32,
     concurrency: usize,
     how_long: Duration,
@@ -392,9 +400,9 @@ async fn churn_pods(
         let Ok(permit) = room.clone().acquire_owned().await else {
             break;
         };
-        let (j, k) = targets[rand::random_range(0..targets.len())];
+        let (j, k, n) = targets[rand::random_range(0..targets.len())];
         seq += 1;
-        let (pods, names) = (pods.clone(), names.clone());
+        let (pods, names) = (by_namespace[n].clone(), names.clone());
         let (deletions, failures) = (deletions.clone(), failures.clone());
         tasks.push(tokio::spawn(async move {
             let _permit = permit;
@@ -552,6 +560,7 @@ mod tests {
         let layout = Layout {
             services: 10,
             crs: 2,
+            namespaces: 2,
             per_service: 2,
             healthy: (0..10).collect(),
             lame: vec![],
@@ -562,7 +571,14 @@ mod tests {
         assert_eq!(probes, vec![0, 4, 6]);
         let targets = layout_targets(&layout, &probes);
         assert_eq!(targets.len(), 7 * 2);
-        assert!(targets.iter().all(|(j, _)| !probes.contains(j)));
-        assert!(targets.iter().any(|(j, _)| !layout.covered(*j)));
+        assert!(targets.iter().all(|(j, _, _)| !probes.contains(j)));
+        assert!(targets.iter().any(|(j, _, _)| !layout.covered(*j)));
+        // Each pod is written in its Service's namespace, and the churn reaches them all.
+        assert!(
+            targets
+                .iter()
+                .all(|(j, _, n)| *n == layout.namespace_index(*j))
+        );
+        assert!(targets.iter().any(|(_, _, n)| *n == 0) && targets.iter().any(|(_, _, n)| *n == 1));
     }
 }

@@ -20,7 +20,6 @@ use tokio::task::JoinHandle;
 
 use crate::support::real_plane::{RealControlPlane, config_from, tempdir};
 use crate::support::sandbox::{Child, spawn_sandbox};
-use crate::support::temp::TempFile;
 use crate::support::usage::{cpu_seconds, rss_mib};
 
 /// The Node every pod of the setup and the churn is bound to (no kubelet runs on it).
@@ -45,7 +44,6 @@ pub(super) struct Server {
 enum Held {
     Sandbox {
         _child: Child,
-        _kubeconfig: TempFile,
     },
     Real {
         plane: RealControlPlane,
@@ -56,28 +54,17 @@ enum Held {
 }
 
 impl Server {
-    /// A `vigil sandbox --no-kubelet` of the bench's own; `tag` tells two apart.
-    pub(super) async fn sandbox(tag: &str) -> anyhow::Result<Self> {
-        let kubeconfig = TempFile(std::env::temp_dir().join(format!(
-            "vigil-bench-critical-service-scale{tag}-{}.kubeconfig",
-            std::process::id()
-        )));
-        let path = kubeconfig
-            .0
-            .to_str()
-            .context("temp dir path is not UTF-8")?;
-        let child = spawn_sandbox(&["--no-kubelet", "--kubeconfig-out", path]).await?;
+    /// A `vigil sandbox --no-kubelet` of the bench's own.
+    pub(super) async fn sandbox() -> anyhow::Result<Self> {
+        let child = spawn_sandbox(&["--no-kubelet"]).await?;
         let pid = child.process.id().context("sandbox pid")?;
         let config = kube::Config::new(child.url.parse().context("sandbox URL")?);
         Ok(Self {
             label: "vigil sandbox",
-            kubeconfig: kubeconfig.0.clone(),
+            kubeconfig: child.kubeconfig().to_owned(),
             config,
             processes: vec![("vigil sandbox", pid)],
-            held: Held::Sandbox {
-                _child: child,
-                _kubeconfig: kubeconfig,
-            },
+            held: Held::Sandbox { _child: child },
         })
     }
 
