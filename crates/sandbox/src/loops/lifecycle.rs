@@ -2,9 +2,13 @@
 //! clients rely on: namespace termination, CRD instance cleanup, and the ownerReference garbage
 //! collector (background, foreground and orphan propagation).
 //!
-//! They run after writes, in the server process: a scan under the read lock finds work, and only
-//! then the write lock is taken, so a busy store with nothing to clean up is not slowed down.
+//! They run after writes, in the server process: a look under the read lock finds work, and only
+//! then the write lock is taken, so a busy store with nothing to clean up is not slowed down. The
+//! garbage collector keeps the graph of owners and dependents between passes ([`Dependents`]),
+//! as kube-controller-manager's does, so a deletion costs a lookup of its dependents, not a scan
+//! of the store: pods deleted by the hundred a second leave the server's latency alone.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -18,9 +22,98 @@ use crate::registry::resources::ResourceInfo;
 use crate::registry::store::{Event, EventType, State, Store, Stored};
 
 /// One pass of the lifecycle loops over the events since the previous one. `root_ca` is the PEM
-/// bundle new namespaces get in their `kube-root-ca.crt` ConfigMap.
-pub fn pass(store: &Store, loops: Loops, root_ca: &str, events: Option<&[Event]>) {
-    sweep(store, loops, root_ca, &Triggers::from_events(events));
+/// bundle new namespaces get in their `kube-root-ca.crt` ConfigMap; `dependents` is the
+/// garbage collector's graph, kept from pass to pass.
+pub fn pass(
+    store: &Store,
+    loops: Loops,
+    root_ca: &str,
+    dependents: &mut Dependents,
+    events: Option<&[Event]>,
+) {
+    match events {
+        Some(events) if dependents.built => dependents.absorb(events),
+        // The first pass, or the log no longer reaches back: built again from what is stored.
+        _ => dependents.rebuild(&store.read()),
+    }
+    sweep(
+        store,
+        loops,
+        root_ca,
+        dependents,
+        &Triggers::from_events(events),
+    );
+}
+
+/// Which stored objects name each owner uid in their ownerReferences: the garbage collector's
+/// dependency graph, updated from the store's events.
+#[derive(Debug, Default)]
+pub struct Dependents {
+    by_owner: HashMap<String, HashSet<DependentKey>>,
+    built: bool,
+}
+
+/// A dependent: storage key, namespace, name. Read back from the store when used, so an entry
+/// a missed update left behind costs a lookup and decides nothing.
+type DependentKey = (Arc<str>, String, String);
+
+impl Dependents {
+    fn rebuild(&mut self, state: &State) {
+        self.by_owner.clear();
+        for key in state.storage_keys() {
+            for obj in state.range(&key, None, None) {
+                self.add(&key, obj);
+            }
+        }
+        self.built = true;
+    }
+
+    fn absorb(&mut self, events: &[Event]) {
+        for e in events {
+            if let Some(previous) = &e.previous {
+                self.remove(&e.storage_key, previous);
+            }
+            match e.kind {
+                EventType::Deleted => self.remove(&e.storage_key, &e.object),
+                EventType::Added | EventType::Modified => self.add(&e.storage_key, &e.object),
+            }
+        }
+    }
+
+    fn add(&mut self, key: &Arc<str>, obj: &Stored) {
+        for uid in owner_uids(&obj.value) {
+            self.by_owner.entry(uid).or_default().insert((
+                key.clone(),
+                obj.namespace().to_owned(),
+                obj.name().to_owned(),
+            ));
+        }
+    }
+
+    fn remove(&mut self, key: &Arc<str>, obj: &Stored) {
+        for uid in owner_uids(&obj.value) {
+            if let Entry::Occupied(mut entry) = self.by_owner.entry(uid) {
+                entry.get_mut().remove(&(
+                    key.clone(),
+                    obj.namespace().to_owned(),
+                    obj.name().to_owned(),
+                ));
+                if entry.get().is_empty() {
+                    entry.remove();
+                }
+            }
+        }
+    }
+
+    /// The stored objects that name `uid` as an owner.
+    fn of(&self, uid: &str, state: &State) -> Vec<(Arc<str>, Arc<Stored>)> {
+        self.by_owner
+            .get(uid)
+            .into_iter()
+            .flatten()
+            .filter_map(|(key, ns, name)| Some((key.clone(), state.get(key, ns, name)?)))
+            .collect()
+    }
 }
 
 /// What the events since the last pass call for.
@@ -102,8 +195,14 @@ impl Triggers {
 }
 
 /// One pass over the store; returns whether it changed anything.
-pub fn sweep(store: &Store, loops: Loops, root_ca: &str, triggers: &Triggers) -> bool {
-    let work = find_work(&store.read(), loops, triggers);
+fn sweep(
+    store: &Store,
+    loops: Loops,
+    root_ca: &str,
+    dependents: &Dependents,
+    triggers: &Triggers,
+) -> bool {
+    let work = find_work(&store.read(), loops, dependents, triggers);
     if work.is_empty() {
         return false;
     }
@@ -136,7 +235,7 @@ impl Work {
     }
 }
 
-fn find_work(state: &State, loops: Loops, triggers: &Triggers) -> Work {
+fn find_work(state: &State, loops: Loops, dependents: &Dependents, triggers: &Triggers) -> Work {
     let mut work = Work::default();
     if loops.namespace_lifecycle {
         work.new_namespaces = triggers
@@ -167,7 +266,7 @@ fn find_work(state: &State, loops: Loops, triggers: &Triggers) -> Work {
     if loops.garbage_collector {
         match &triggers.gc {
             None => find_all_gc_work(state, &mut work),
-            Some(gc) => find_gc_work(state, gc, &mut work),
+            Some(gc) => find_gc_work(state, dependents, gc, &mut work),
         }
     }
     work
@@ -230,22 +329,23 @@ fn classify(state: &State, key: &Arc<str>, obj: &Arc<Stored>, work: &mut Work) {
 }
 
 /// The garbage collector's work as the recent events call for it.
-fn find_gc_work(state: &State, gc: &GcTriggers, work: &mut Work) {
+fn find_gc_work(state: &State, dependents: &Dependents, gc: &GcTriggers, work: &mut Work) {
     let live = |key: &Arc<str>, obj: &Stored| state.get(key, obj.namespace(), obj.name());
     for (key, obj) in &gc.new_refs {
         if let Some(current) = live(key, obj) {
             classify(state, key, &current, work);
         }
     }
-    if !gc.deleted_uids.is_empty() {
-        for key in state.storage_keys() {
-            for obj in state.range(&key, None, None) {
-                if owner_uids(&obj.value)
-                    .iter()
-                    .any(|u| gc.deleted_uids.contains(u))
-                {
-                    classify(state, &key, obj, work);
-                }
+    // Dependents of what was deleted, each once (it may have lost several owners).
+    let mut seen = HashSet::new();
+    for uid in &gc.deleted_uids {
+        for (key, obj) in dependents.of(uid, state) {
+            if seen.insert((
+                key.clone(),
+                obj.namespace().to_owned(),
+                obj.name().to_owned(),
+            )) {
+                classify(state, &key, &obj, work);
             }
         }
     }
@@ -576,5 +676,67 @@ fn propagate(state: &mut State, key: &str, owner: &Stored) {
         state.remove_as(key, owner.namespace(), owner.name(), Some(value));
     } else {
         state.put(key, value);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ConfigMap `name` in namespace `ns`, owned by the ConfigMaps `owners`.
+    fn cm(name: &str, owners: &[&str]) -> Value {
+        let refs: Vec<Value> = owners
+            .iter()
+            .map(|o| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": o, "uid": format!("uid-{o}")}))
+            .collect();
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "namespace": "ns", "name": name, "uid": format!("uid-{name}"), "ownerReferences": refs
+        }})
+    }
+
+    fn names(dependents: &Dependents, uid: &str, store: &Store) -> Vec<String> {
+        let mut names: Vec<String> = dependents
+            .of(uid, &store.read())
+            .iter()
+            .map(|(_, o)| o.name().to_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn the_dependency_graph_follows_the_stores_events() {
+        let store = Store::new(100);
+        store.write(|s| {
+            s.put("/configmaps", cm("a", &[]));
+            s.put("/configmaps", cm("b", &["a"]));
+        });
+        let mut dependents = Dependents::default();
+        dependents.rebuild(&store.read());
+        assert_eq!(names(&dependents, "uid-a", &store), ["b"]);
+
+        // b changes owner, c and d are new: an owner's dependents are what names it now.
+        let cursor = store.read().rv();
+        store.write(|s| {
+            s.put("/configmaps", cm("b", &["x"]));
+            s.put("/configmaps", cm("c", &["a", "x"]));
+            s.put("/configmaps", cm("d", &["a"]));
+        });
+        let events = store.read().all_events_after(cursor).expect("in window");
+        dependents.absorb(&events);
+        assert_eq!(names(&dependents, "uid-a", &store), ["c", "d"]);
+        assert_eq!(names(&dependents, "uid-x", &store), ["b", "c"]);
+
+        // Deleted dependents leave the graph, and an owner with none leaves no entry behind.
+        let cursor = store.read().rv();
+        store.write(|s| {
+            s.remove("/configmaps", "ns", "c");
+            s.remove("/configmaps", "ns", "d");
+        });
+        let events = store.read().all_events_after(cursor).expect("in window");
+        dependents.absorb(&events);
+        assert!(names(&dependents, "uid-a", &store).is_empty());
+        assert!(!dependents.by_owner.contains_key("uid-a"));
+        assert_eq!(names(&dependents, "uid-x", &store), ["b"]);
     }
 }

@@ -63,10 +63,11 @@ pub fn spawn(
     root_ca: Arc<str>,
     shutdown: &watch::Receiver<bool>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut dependents = lifecycle::Dependents::default();
     let mut tasks = vec![tokio::spawn(drive(
         store.clone(),
         shutdown.clone(),
-        move |s, events| lifecycle::pass(s, loops, &root_ca, events),
+        move |s, events| lifecycle::pass(s, loops, &root_ca, &mut dependents, events),
     ))];
     if loops.endpoints {
         let mut controller = endpoints::EndpointsController::default();
