@@ -15,6 +15,12 @@
 //! - Then churn: `--churn-rate` pod deletions a second (grace 0), each with its replacement
 //!   (a new name, created and made Ready, as a ReplicaSet's), over the other healthy Services,
 //!   for `--churn-seconds`, with the probes going on.
+//! - The churn's requests run on a runtime of their own, on a thread of their own: the load's
+//!   requests and responses never hold up the probes or the bench's watches, whose timings are
+//!   the figures (the operating system shares the cores between the threads fairly, where one
+//!   runtime's tasks would wait for each other).
+//! - The CPU of every process on the machine during the churn (the API server's, Vigil's, the
+//!   bench's) says whether the cores, rather than Vigil, are what slows the reactions.
 //! - Meanwhile `/metrics` is read every second: reconciles, the work queue's depth, Vigil's
 //!   requests by verb; and Vigil's CPU and RSS. The mean wait in Vigil's work queues and its
 //!   mean reconcile, at rest and under churn, say how much of a reaction is Vigil's own.
@@ -39,7 +45,7 @@ use super::{
 use crate::support::fmt::{diff, fmt_opt};
 use crate::support::metrics::samples;
 use crate::support::stats::percentile;
-use crate::support::usage::rss_mib;
+use crate::support::usage::{cpu_seconds, rss_mib};
 
 /// The churn's settings, from the scale bench's flags.
 pub(super) struct ChurnSettings {
@@ -71,6 +77,8 @@ pub(super) struct ChurnReport {
     requests: Option<String>,
     cpu: Option<f64>,
     rss: (f64, f64),
+    /// Each process's share of a core during the churn.
+    machine: String,
 }
 
 /// Runs the churn phase against `server`, Vigil running.
@@ -82,11 +90,8 @@ pub(super) async fn run(
     settings: &ChurnSettings,
     errors: Arc<Mutex<Vec<String>>>,
 ) -> anyhow::Result<ChurnReport> {
-    // Every namespace's pods, for the watches; each Service's, to write them.
+    // Every namespace's pods, for the watches.
     let pods: Api<Pod> = Api::all(client.clone());
-    let by_namespace: Vec<Api<Pod>> = (0..layout.namespaces)
-        .map(|n| Api::namespaced(client.clone(), &layout.cr_namespace(n)))
-        .collect();
     let probes = probe_services(layout, settings.probes);
     // The probes' requests on a client of their own: never queued behind the churn's.
     let probe_client = server.client()?;
@@ -169,19 +174,29 @@ pub(super) async fn run(
         .zip(rest_started.as_ref())
         .map_or((None, None), |(b, r)| b.means_since(r));
     let cpu_before = vigil.child.cpu_seconds();
+    let machine_before = Machine::take(server, vigil);
     let deletions = Arc::new(AtomicUsize::new(0));
     let failures = Arc::new(AtomicUsize::new(0));
     let churn_started = Instant::now();
     let churn_for = Duration::from_secs(settings.seconds);
-    let churn = tokio::spawn(churn_pods(
-        by_namespace,
-        layout_targets(layout, &probes),
-        settings.rate,
-        settings.concurrency,
-        churn_for,
-        deletions.clone(),
-        failures.clone(),
-    ));
+    let churn = {
+        let load = Load {
+            config: server.config(),
+            namespaces: (0..layout.namespaces)
+                .map(|n| layout.cr_namespace(n))
+                .collect(),
+            targets: layout_targets(layout, &probes),
+            rate: settings.rate,
+            concurrency: settings.concurrency,
+            how_long: churn_for,
+            deletions: deletions.clone(),
+            failures: failures.clone(),
+        };
+        std::thread::Builder::new()
+            .name("churn".into())
+            .spawn(move || load.run())
+            .context("starting the churn's thread")?
+    };
     let mut under_churn = Vec::new();
     let mut max_depth: f64 = 0.0;
     let mut deep_seconds = 0;
@@ -204,8 +219,12 @@ pub(super) async fn run(
         n += 1;
         tokio::time::sleep_until(next.into()).await;
     }
-    churn.await.context("the churn task")?;
+    tokio::task::spawn_blocking(move || churn.join())
+        .await
+        .context("waiting for the churn's thread")?
+        .map_err(|_| anyhow::anyhow!("the churn's thread panicked"))??;
     let churn_took = churn_started.elapsed();
+    let machine = Machine::take(server, vigil).since(&machine_before, churn_took);
     let after = reconciles(vigil).await.ok();
     let cpu = diff(vigil.child.cpu_seconds(), cpu_before);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -241,6 +260,7 @@ pub(super) async fn run(
         requests,
         cpu,
         rss: rss_mib(vigil.pid()).unwrap_or((0.0, 0.0)),
+        machine,
     })
 }
 
@@ -372,6 +392,83 @@ async fn depth(vigil: &Vigil) -> Option<f64> {
             .map(|s| s.value)
             .fold(0.0, f64::max)
     })
+}
+
+/// The churn's load, run on a thread and runtime of its own ([`Load::run`]).
+struct Load {
+    config: kube::Config,
+    /// The workload namespaces, by index.
+    namespaces: Vec<String>,
+    targets: Vec<(usize, usize, usize)>,
+    rate: u32,
+    concurrency: usize,
+    how_long: Duration,
+    deletions: Arc<AtomicUsize>,
+    failures: Arc<AtomicUsize>,
+}
+
+impl Load {
+    /// Runs the churn to its end on a single-threaded runtime (its client is made there, so its
+    /// connections are driven there too).
+    fn run(self) -> anyhow::Result<()> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("the churn's runtime")?;
+        runtime.block_on(async move {
+            let client = Client::try_from(self.config)?;
+            let by_namespace = self
+                .namespaces
+                .iter()
+                .map(|ns| Api::namespaced(client.clone(), ns))
+                .collect();
+            churn_pods(
+                by_namespace,
+                self.targets,
+                self.rate,
+                self.concurrency,
+                self.how_long,
+                self.deletions,
+                self.failures,
+            )
+            .await;
+            anyhow::Ok(())
+        })
+    }
+}
+
+/// CPU seconds so far of every process the bench knows: the API server's, Vigil and the bench.
+struct Machine(Vec<(&'static str, Option<f64>)>);
+
+impl Machine {
+    fn take(server: &Server, vigil: &Vigil) -> Self {
+        let mut processes = server.cpu_by_process();
+        processes.push(("vigil run", vigil.child.cpu_seconds()));
+        processes.push(("the bench", cpu_seconds(std::process::id())));
+        Self(processes)
+    }
+
+    /// Each process's share of one core over `took`, and their sum beside the machine's cores.
+    fn since(&self, before: &Self, took: Duration) -> String {
+        let secs = took.as_secs_f64().max(1e-9);
+        let mut total = 0.0;
+        let mut parts = Vec::new();
+        for ((name, now), (_, then)) in self.0.iter().zip(&before.0) {
+            match diff(*now, *then) {
+                Some(cpu) => {
+                    total += cpu;
+                    parts.push(format!("{name} {:.0}%", 100.0 * cpu / secs));
+                }
+                None => parts.push(format!("{name} ?")),
+            }
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        format!(
+            "{} of one core during the churn; together {:.0}% of the {cores} cores",
+            parts.join(", "),
+            100.0 * total / secs / cores as f64
+        )
+    }
 }
 
 /// `rate` deletions a second, each with its replacement, for `how_long`, at most `concurrency`
@@ -509,6 +606,7 @@ impl ChurnReport {
                 self.rss.1,
                 self.rss.0
             ),
+            format!("    the machine:         {}", self.machine),
             format!(
                 "    fell behind:         {} ({} probes never answered within {} s)",
                 if behind { "yes" } else { "no" },

@@ -120,6 +120,19 @@ impl Server {
         matches!(self.held, Held::Real { .. })
     }
 
+    /// Its client configuration, for a client made on another runtime.
+    pub(super) fn config(&self) -> kube::Config {
+        self.config.clone()
+    }
+
+    /// CPU time of each of its processes so far, in seconds, named.
+    pub(super) fn cpu_by_process(&self) -> Vec<(&'static str, Option<f64>)> {
+        self.processes
+            .iter()
+            .map(|(name, pid)| (*name, cpu_seconds(*pid)))
+            .collect()
+    }
+
     /// A client with a connection pool of its own.
     pub(super) fn client(&self) -> anyhow::Result<Client> {
         Ok(Client::try_from(self.config.clone())?)
