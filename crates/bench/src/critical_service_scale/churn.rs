@@ -416,22 +416,13 @@ impl Load {
             .build()
             .context("the churn's runtime")?;
         runtime.block_on(async move {
-            let client = Client::try_from(self.config)?;
+            let client = Client::try_from(self.config.clone())?;
             let by_namespace = self
                 .namespaces
                 .iter()
                 .map(|ns| Api::namespaced(client.clone(), ns))
                 .collect();
-            churn_pods(
-                by_namespace,
-                self.targets,
-                self.rate,
-                self.concurrency,
-                self.how_long,
-                self.deletions,
-                self.failures,
-            )
-            .await;
+            self.churn(by_namespace).await;
             anyhow::Ok(())
         })
     }
@@ -471,65 +462,69 @@ impl Machine {
     }
 }
 
-/// `rate` deletions a second, each with its replacement, for `how_long`, at most `concurrency`
-/// in flight; a tick with no room waits (the pace falls behind, which the report shows).
-async fn churn_pods(
-    by_namespace: Vec<Api<Pod>>,
-    targets: Vec<(usize, usize, usize)>,
-    rate: u32,
-    concurrency: usize,
-    how_long: Duration,
-    deletions: Arc<AtomicUsize>,
-    failures: Arc<AtomicUsize>,
-) {
-    if targets.is_empty() || rate == 0 {
-        return;
-    }
-    let room = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
-    // The current name of each target pod (a replacement gets a new one).
-    let names: Arc<Mutex<HashMap<(usize, usize), String>>> = Arc::default();
-    let mut tick = tokio::time::interval(Duration::from_secs(1) / rate);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    let mut seq = 0usize;
-    while started.elapsed() < how_long {
-        tick.tick().await;
-        let Ok(permit) = room.clone().acquire_owned().await else {
-            break;
-        };
-        let (j, k, n) = targets[rand::random_range(0..targets.len())];
-        seq += 1;
-        let (pods, names) = (by_namespace[n].clone(), names.clone());
-        let (deletions, failures) = (deletions.clone(), failures.clone());
-        tasks.push(tokio::spawn(async move {
-            let _permit = permit;
-            let current = names
-                .lock()
-                .ok()
-                .and_then(|n| n.get(&(j, k)).cloned())
-                .unwrap_or_else(|| format!("svc-{j}-{k}"));
-            let next = format!("svc-{j}-{k}-r{seq}");
-            let result = async {
-                delete_now(&pods, &current).await?;
-                create_ready(&pods, j, &next, seq).await
-            }
-            .await;
-            match result {
-                Ok(()) => {
-                    deletions.fetch_add(1, Ordering::Relaxed);
-                    if let Ok(mut n) = names.lock() {
-                        n.insert((j, k), next);
+impl Load {
+    /// `rate` deletions a second, each with its replacement, for `how_long`, at most
+    /// `concurrency` in flight; a tick with no room waits (the pace falls behind, which the
+    /// report shows).
+    async fn churn(self, by_namespace: Vec<Api<Pod>>) {
+        let Self {
+            targets,
+            rate,
+            concurrency,
+            how_long,
+            deletions,
+            failures,
+            ..
+        } = self;
+        if targets.is_empty() || rate == 0 {
+            return;
+        }
+        let room = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+        // The current name of each target pod (a replacement gets a new one).
+        let names: Arc<Mutex<HashMap<(usize, usize), String>>> = Arc::default();
+        let mut tick = tokio::time::interval(Duration::from_secs(1) / rate);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        let mut seq = 0usize;
+        while started.elapsed() < how_long {
+            tick.tick().await;
+            let Ok(permit) = room.clone().acquire_owned().await else {
+                break;
+            };
+            let (j, k, n) = targets[rand::random_range(0..targets.len())];
+            seq += 1;
+            let (pods, names) = (by_namespace[n].clone(), names.clone());
+            let (deletions, failures) = (deletions.clone(), failures.clone());
+            tasks.push(tokio::spawn(async move {
+                let _permit = permit;
+                let current = names
+                    .lock()
+                    .ok()
+                    .and_then(|n| n.get(&(j, k)).cloned())
+                    .unwrap_or_else(|| format!("svc-{j}-{k}"));
+                let next = format!("svc-{j}-{k}-r{seq}");
+                let result = async {
+                    delete_now(&pods, &current).await?;
+                    create_ready(&pods, j, &next, seq).await
+                }
+                .await;
+                match result {
+                    Ok(()) => {
+                        deletions.fetch_add(1, Ordering::Relaxed);
+                        if let Ok(mut n) = names.lock() {
+                            n.insert((j, k), next);
+                        }
+                    }
+                    Err(_) => {
+                        failures.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                Err(_) => {
-                    failures.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        }));
-        tasks.retain(|t| !t.is_finished());
-    }
-    for task in tasks {
-        let _ = task.await;
+            }));
+            tasks.retain(|t| !t.is_finished());
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
     }
 }
 
