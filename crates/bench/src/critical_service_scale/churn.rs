@@ -578,6 +578,10 @@ impl ChurnReport {
                 stats(&delete_churn).0
             ),
             format!(
+                "    the floor:           {}",
+                floor(&from_request, &delete_churn)
+            ),
+            format!(
                 "    Vigil's own (means): at rest {}; churning {}",
                 vigil(self.vigil_at_rest),
                 vigil(self.vigil_under_churn)
@@ -640,6 +644,25 @@ fn ratio(rest: &[Duration], churning: &[Duration]) -> String {
     )
 }
 
+/// Whether the target is within any controller's reach on this server: a reaction holds at
+/// least one API write after the deletion (the fallback's POST), so one write's p99 under churn
+/// (the probes' own DELETEs) bounds the reaction's p99 under churn from below.
+fn floor(rest_reactions: &[Duration], churn_writes: &[Duration]) -> String {
+    let (Some(rest), Some(write)) = (stats(rest_reactions).1, stats(churn_writes).1) else {
+        return "?".to_owned();
+    };
+    let times = write.as_secs_f64() / rest.as_secs_f64().max(1e-9);
+    format!(
+        "a reaction holds at least one API write; one write's p99 under churn ({:.1} ms, the probes' DELETE) is {times:.2}× the reaction's p99 at rest, so ≤ 1.5 is {}",
+        ms(write),
+        if times > 1.5 {
+            "out of reach for any controller on this server and machine"
+        } else {
+            "within reach"
+        }
+    )
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -647,6 +670,20 @@ fn ms(d: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_floor_says_when_one_write_alone_misses_the_target() {
+        let ms = |v: &[u64]| {
+            v.iter()
+                .map(|m| Duration::from_millis(*m))
+                .collect::<Vec<_>>()
+        };
+        assert!(floor(&ms(&[10, 20]), &ms(&[5, 29])).ends_with("within reach"));
+        let slow = floor(&ms(&[10, 20]), &ms(&[5, 31]));
+        assert!(slow.contains("31.0 ms") && slow.contains("1.55×"), "{slow}");
+        assert!(slow.ends_with("out of reach for any controller on this server and machine"));
+        assert_eq!(floor(&[], &ms(&[5])), "?");
+    }
 
     #[test]
     fn probes_are_spread_over_the_healthy_services_and_left_out_of_the_churn() {
